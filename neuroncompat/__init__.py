@@ -1,0 +1,1 @@
+"""neuroncompat: run Hugging Face scripts natively on AWS Trainium (TorchNeuron)."""

@@ -1,0 +1,84 @@
+"""Which torch-neuronx this machine has, and whether Neuron is usable, without importing torch.
+
+Four cases matter to users, and each needs different advice:
+- ``native``: TorchNeuron (torch-neuronx ≥ 2.13.3, from the AWS Neuron repository): the
+  ``neuron`` device is real and the shim applies.
+- ``legacy-xla``: the older torch-neuronx built on torch_xla (Optimum Neuron's stack): the
+  native patches do not apply; ``neuron-migrate`` ports such scripts.
+- ``placeholder``: PyPI's ``torch-neuronx``, which raises ImportError ("WRONG PACKAGE") on
+  import: reported, never crashed on.
+- ``simulated``: ``neuroncompat.simulator`` is on.
+Detection reads package metadata and the module's source text only, so it costs a few
+milliseconds and works before torch is imported.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import sys
+from dataclasses import dataclass
+
+PLACEHOLDER_MARKER = "WRONG PACKAGE"
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What was found, and a sentence saying why."""
+
+    kind: str
+    version: str | None
+    reason: str
+
+    @property
+    def real_hardware_stack(self) -> bool:
+        """A torch-neuronx that drives real NeuronCores (native or legacy XLA)."""
+        return self.kind in ("native", "legacy-xla")
+
+
+def _requires_torch_xla() -> bool:
+    try:
+        requires = importlib.metadata.requires("torch-neuronx") or []
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return any(r.replace("_", "-").lower().startswith("torch-xla") for r in requires)
+
+
+def detect_torch_neuronx() -> Detection:
+    """Classify the ``torch_neuronx`` module that ``import torch_neuronx`` would load."""
+    loaded = sys.modules.get("torch_neuronx")
+    if loaded is not None and getattr(loaded, "__simulated__", False):
+        return Detection("simulated", getattr(loaded, "__version__", None), "neuroncompat.simulator is enabled")
+    try:
+        spec = importlib.util.find_spec("torch_neuronx")
+    except (ImportError, ValueError) as exc:
+        return Detection("absent", None, f"torch_neuronx cannot be located: {exc}")
+    if spec is None:
+        return Detection("absent", None, "torch_neuronx is not installed")
+    try:
+        version: str | None = importlib.metadata.version("torch-neuronx")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    origin = spec.origin or ""
+    if origin.endswith(".py"):
+        try:
+            with open(origin, encoding="utf-8", errors="replace") as f:
+                head = f.read(20000)
+        except OSError:
+            head = ""
+        if PLACEHOLDER_MARKER in head:
+            return Detection(
+                "placeholder",
+                version,
+                "the installed torch-neuronx is the PyPI placeholder, which raises ImportError: "
+                "install the real one from the AWS Neuron repository "
+                "(pip install torch-neuronx --extra-index-url https://pip.repos.neuron.amazonaws.com)",
+            )
+    if _requires_torch_xla():
+        return Detection(
+            "legacy-xla",
+            version,
+            "torch-neuronx depends on torch-xla: this is the legacy XLA stack, not TorchNeuron; "
+            "port scripts with neuron-migrate and install TorchNeuron (torch-neuronx >= 2.13.3)",
+        )
+    return Detection("native", version, f"TorchNeuron torch-neuronx {version or '(unknown version)'} is installed")

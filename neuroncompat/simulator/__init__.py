@@ -1,0 +1,116 @@
+"""A CPU-backed ``neuron`` device, so Hugging Face libraries take their real Neuron code paths.
+
+``enable(cores=N)`` registers ``neuron`` as PyTorch's PrivateUse1 device, installs
+``torch.neuron`` and a ``torch_neuronx`` import stub, autocast on ``neuron`` and a recording
+``neuron`` torch.compile backend. transformers, accelerate and TRL then detect Neuron exactly as
+on a Trainium host: ``TrainingArguments`` picks ``neuron:0``, TRL pads to multiples of 128, and
+the known gaps (``device_map="auto"`` landing on CPU, TRL #7664, TRL #7660) reproduce.
+
+PyTorch lets PrivateUse1 be renamed once per process, so the registration is permanent;
+``disable()`` makes the device unavailable (``torch.neuron.is_available()`` is False, the stub is
+gone, library caches are cleared) but tensors already on it keep working. Tests that need a
+process that never saw the device run in a subprocess.
+
+``NEURONCOMPAT_SIMULATE=1`` enables it at ``import neuroncompat`` (cores from
+``NEURONCOMPAT_SIMULATE_CORES``, default 2). It refuses to start where a real torch-neuronx is
+installed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+from neuroncompat.detect import detect_torch_neuronx
+from neuroncompat.simulator import autocast, compile_backend, device_module, factories, state, torch_neuronx_stub
+from neuroncompat.simulator.compile_backend import CompiledGraph, compiles, reset_compiles
+from neuroncompat.simulator.tensor import NeuronTensor
+
+__all__ = ["enable", "disable", "is_enabled", "compiles", "reset_compiles", "CompiledGraph", "NeuronTensor"]
+
+logger = logging.getLogger("neuroncompat.simulator")
+
+DEFAULT_CORES = 2
+_libraries: list[torch.library.Library] = []
+
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
+    def is_available(self) -> bool:
+        return state.enabled()
+
+    def has_primary_context(self, dev_id: int) -> bool:
+        return state.enabled()
+
+    def is_built(self) -> bool:
+        return True
+
+
+class _Guard(torch._C._acc.DeviceGuard):
+    def type_(self) -> torch._C._autograd.DeviceType:
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
+def _register_backend_once() -> None:
+    """Rename PrivateUse1 to ``neuron`` and register kernels: possible once per process."""
+    if _libraries:
+        return
+    name = torch._C._get_privateuse1_backend_name()
+    if name not in ("privateuseone", "neuron"):
+        raise RuntimeError(f"PrivateUse1 is already registered as {name!r}; cannot simulate Neuron in this process")
+    if name == "privateuseone":
+        torch.utils.rename_privateuse1_backend("neuron")
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=False)
+    torch._register_device_module("neuron", device_module)
+    torch._C._acc.register_python_privateuseone_hook(_Hooks())
+    torch._C._acc.register_python_privateuseone_device_guard(_Guard())
+    aten = torch.library.Library("aten", "IMPL")
+    fallback = torch.library.Library("_", "IMPL")
+    factories.register(aten)
+    autocast.register(aten, fallback)
+    _libraries.extend([aten, fallback])
+    compile_backend.register()
+
+
+def _clear_library_caches() -> None:
+    """transformers and accelerate cache "is Neuron available" forever; make them look again."""
+    import sys
+
+    for module_name, func_name in (
+        ("transformers.utils.import_utils", "is_torch_neuron_available"),
+        ("accelerate.utils.imports", "is_neuron_available"),
+    ):
+        module = sys.modules.get(module_name)
+        func = getattr(module, func_name, None) if module is not None else None
+        if func is not None and hasattr(func, "cache_clear"):
+            func.cache_clear()
+
+
+def enable(cores: int | None = None) -> None:
+    """Turn the simulated device on with ``cores`` NeuronCores (default: env or 2)."""
+    found = detect_torch_neuronx()
+    if found.real_hardware_stack:
+        raise RuntimeError(
+            f"refusing to simulate Neuron: a real torch-neuronx is installed ({found.kind}, "
+            f"{found.version}). The simulator is for machines without Trainium; unset "
+            "NEURONCOMPAT_SIMULATE or uninstall torch-neuronx from this environment."
+        )
+    if cores is None:
+        cores = int(os.environ.get("NEURONCOMPAT_SIMULATE_CORES", DEFAULT_CORES))
+    _register_backend_once()
+    state.configure(cores)
+    torch_neuronx_stub.install()
+    _clear_library_caches()
+    logger.debug("simulated Neuron device enabled with %d core(s)", cores)
+
+
+def disable() -> None:
+    """Make the device unavailable again (its registration stays: see the module docstring)."""
+    state.deconfigure()
+    torch_neuronx_stub.uninstall()
+    _clear_library_caches()
+
+
+def is_enabled() -> bool:
+    return state.enabled()

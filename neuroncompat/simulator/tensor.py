@@ -1,0 +1,235 @@
+"""The simulated device's tensor: a wrapper subclass whose data lives in a CPU tensor.
+
+Every op on a ``NeuronTensor`` reaches :meth:`NeuronTensor.__torch_dispatch__` below autograd,
+so autograd, views and in-place semantics are PyTorch's own: the wrapper only unwraps the CPU
+payloads, runs the op on them and wraps the results with the right device index. In-place and
+``out=`` ops return the caller's own tensor objects, so aliasing holds as on a real device.
+
+What the real device would reject, the simulator rejects too: mixing a CPU tensor with a Neuron
+tensor in one op (the "Expected all tensors to be on the same device" error a ported script hits
+on hardware), mixing two cores, and ``.numpy()`` without a ``.cpu()`` first. Random ops draw from
+the device's own generator (``torch.neuron.manual_seed``), not from the CPU one.
+
+Dynamo traces through the wrapper with the traceable-subclass protocol
+(``__tensor_flatten__``/``__tensor_unflatten__``), so a graph handed to the ``neuron`` compile
+backend is the one the real backend would receive.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import torch
+from torch.utils._pytree import tree_map
+
+from neuroncompat.simulator import state
+
+_CPU = torch.device("cpu")
+
+# Ops for which CUDA (and Neuron) accept CPU tensors beside device tensors: copies between
+# devices, and indexing with host-side indices.
+_MIXED_DEVICE_OK = frozenset(
+    {
+        "aten::copy_",
+        "aten::_to_copy",
+        "aten::_copy_from",
+        "aten::_copy_from_and_resize",
+        "aten::index.Tensor",
+        "aten::index_put_",
+        "aten::index_put",
+        "aten::_index_put_impl_",
+        "aten::_unsafe_index.Tensor",
+        "aten::_unsafe_index_put",
+        "aten::set_.source_Tensor",
+    }
+)
+
+
+class _OpInfo:
+    """What the dispatcher needs to know about one op, computed once per overload."""
+
+    __slots__ = ("name", "mixed_ok", "random", "generator_arg", "write_returns")
+
+    def __init__(self, func: torch._ops.OpOverload) -> None:
+        schema = func._schema
+        self.name = schema.name if not schema.overload_name else f"{schema.name}.{schema.overload_name}"
+        self.mixed_ok = schema.name in _MIXED_DEVICE_OK or self.name in _MIXED_DEVICE_OK
+        self.random = torch.Tag.nondeterministic_seeded in func.tags
+        self.generator_arg = any(a.name == "generator" for a in schema.arguments)
+        # For each return: the (positional index, kwarg name) of the input it writes, if any.
+        writes: list[tuple[int, str] | None] = []
+        for ret in schema.returns:
+            target = None
+            if ret.alias_info is not None and ret.alias_info.is_write:
+                for i, arg in enumerate(schema.arguments):
+                    if arg.alias_info is not None and arg.alias_info.before_set == ret.alias_info.before_set:
+                        target = (i, arg.name)
+                        break
+            writes.append(target)
+        self.write_returns = tuple(writes) if any(w is not None for w in writes) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _op_info(func: torch._ops.OpOverload) -> _OpInfo:
+    return _OpInfo(func)
+
+
+def _device(index: int) -> torch.device:
+    return torch.device("neuron", index)
+
+
+class NeuronTensor(torch.Tensor):
+    """A tensor on a simulated NeuronCore; its data is the CPU tensor ``_elem``."""
+
+    _elem: torch.Tensor
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, index: int = 0) -> "NeuronTensor":
+        out = torch.Tensor._make_wrapper_subclass(
+            cls,
+            elem.size(),
+            strides=elem.stride(),
+            storage_offset=elem.storage_offset(),
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=_device(index),
+            requires_grad=elem.requires_grad,
+        )
+        out._elem = elem
+        state.track_allocation(elem, index)
+        return out
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:
+        body = repr(self._elem.detach())
+        suffix = f", device='{self.device}'"
+        if self.requires_grad and self.grad_fn is None:
+            suffix += ", requires_grad=True"
+        elif self.grad_fn is not None:
+            suffix += f", grad_fn=<{type(self.grad_fn).__name__}>"
+        return body[:-1] + suffix + ")" if body.endswith(")") else body
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        # torch.save of a device tensor stores the CPU payload: it loads on CPU anywhere.
+        return self._elem.detach().requires_grad_(self.requires_grad).__reduce_ex__(protocol)
+
+    def tolist(self) -> Any:  # type: ignore[override]
+        return self._elem.tolist()
+
+    def numpy(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        raise TypeError(
+            f"can't convert {self.device} device type tensor to numpy. "
+            "Use Tensor.cpu() to copy the tensor to host memory first."
+        )
+
+    # -- traceable wrapper subclass protocol (Dynamo / AOTAutograd) --------------------------
+    def __tensor_flatten__(self) -> tuple[list[str], int]:
+        return ["_elem"], self.device.index or 0
+
+    @staticmethod
+    def __tensor_unflatten__(
+        inner: dict[str, torch.Tensor], index: int, outer_size: Any, outer_stride: Any
+    ) -> "NeuronTensor":
+        return NeuronTensor(inner["_elem"], index)
+
+    # -- dispatch ---------------------------------------------------------------------------
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        info = _op_info(func)
+        seen: list[int] = []
+        cpu_operands: list[torch.Tensor] = []
+
+        def unwrap(x: Any) -> Any:
+            if isinstance(x, NeuronTensor):
+                seen.append(x.device.index or 0)
+                return x._elem
+            if isinstance(x, torch.Tensor):
+                if x.device.type == "neuron":
+                    # A FakeTensor made by a neuron factory while Dynamo traces (FakeTensorMode
+                    # builds factories itself): stand in a CPU fake of the same metadata.
+                    seen.append(x.device.index or 0)
+                    return x.to("cpu")
+                if x.dim() > 0:
+                    cpu_operands.append(x)
+            return x
+
+        cargs = tree_map(unwrap, args)
+        ckwargs = tree_map(unwrap, kwargs)
+        index = seen[0] if seen else state.current_device()
+        if not info.mixed_ok:
+            _check_same_device(info.name, seen, cpu_operands)
+
+        wrap_out = True
+        target = ckwargs.get("device")
+        if target is not None:
+            target = torch.device(target)
+            if target.type == "neuron":
+                index = target.index if target.index is not None else state.current_device()
+                ckwargs["device"] = _CPU
+            else:
+                wrap_out = False
+
+        if info.random:
+            out = _run_seeded(func, info, index, cargs, ckwargs)
+        else:
+            out = func(*cargs, **ckwargs)
+
+        if info.write_returns is not None:
+            return _written_inputs(info, args, kwargs, out)
+        if not wrap_out:
+            return out
+        return tree_map(lambda t: cls(t, index) if isinstance(t, torch.Tensor) else t, out)
+
+
+def _check_same_device(op: str, seen: list[int], cpu_operands: list[torch.Tensor]) -> None:
+    """Raise the error a real accelerator raises when one op mixes devices."""
+    if not seen:
+        return
+    first = seen[0]
+    for idx in seen:
+        if idx != first:
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"neuron:{first} and neuron:{idx}! (when checking argument for {op})"
+            )
+    if cpu_operands:
+        raise RuntimeError(
+            "Expected all tensors to be on the same device, but found at least two devices, "
+            f"neuron:{first} and cpu! (when checking argument for {op})"
+        )
+
+
+def _run_seeded(func: Callable, info: _OpInfo, index: int, args: Any, kwargs: dict) -> Any:
+    """Run a random op with the simulated core's generator, as the device's own RNG would."""
+    gen = state.generator(index)
+    if info.generator_arg:
+        if kwargs.get("generator") is None:
+            kwargs["generator"] = gen
+        return func(*args, **kwargs)
+    cpu_state = torch.default_generator.get_state()
+    torch.default_generator.set_state(gen.get_state())
+    try:
+        return func(*args, **kwargs)
+    finally:
+        gen.set_state(torch.default_generator.get_state())
+        torch.default_generator.set_state(cpu_state)
+
+
+def _written_inputs(info: _OpInfo, args: tuple, kwargs: dict, out: Any) -> Any:
+    """In-place and out= ops return the caller's own tensors, so aliasing is preserved."""
+    results = []
+    outs = out if isinstance(out, tuple) else (out,)
+    for produced, target in zip(outs, info.write_returns or ()):
+        if target is None:
+            results.append(produced)
+            continue
+        pos, name = target
+        results.append(args[pos] if pos < len(args) else kwargs[name])
+    return tuple(results) if isinstance(out, tuple) else results[0]
+
+
+def wrap(elem: torch.Tensor, index: int | None = None) -> NeuronTensor:
+    """Place a CPU tensor on simulated core ``index`` (the current core when None)."""
+    return NeuronTensor(elem, state.current_device() if index is None else index)
