@@ -1,0 +1,99 @@
+"""`neuron-migrate`: the command line (click).
+
+Exit codes: 0 nothing to do (or everything written); 1 with `--check` when any file would
+change (new rewrites or new TODOs); 2 on errors (unparseable or unreadable files, internal
+errors, bad options). Diffs go to stdout, the summary to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from migrate import config as config_mod
+from migrate.discover import python_files
+from migrate.engine import Options
+from migrate.registry import Selection, get_rule
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(v.strip().upper() for value in values for v in value.split(",") if v.strip())
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option("--write", is_flag=True, help="Apply the changes in place.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when any file would change.")
+@click.option("--select", multiple=True, help="Only these rule ids or prefixes (comma-separated, repeatable).")
+@click.option("--ignore", multiple=True, help="Skip these rule ids or prefixes.")
+@click.option("--exclude", multiple=True, help="Extra directory names to skip when recursing.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default: CPUs).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default=None, help="Output format.")
+@click.option("--no-shim", is_flag=True, help="Do not add `import neuroncompat` to entry scripts.")
+@click.option("--quiet", "-q", is_flag=True, help="No diff and no summary; only errors.")
+@click.option("--explain", metavar="NMxxx", help="Describe one rule and exit.")
+@click.option("--rules-doc", is_flag=True, help="Print docs/rules.md (generated from the registry) and exit.")
+def main(paths: tuple[str, ...], write: bool, check: bool, select: tuple[str, ...], ignore: tuple[str, ...],
+         exclude: tuple[str, ...], jobs: int | None, fmt: str | None, no_shim: bool, quiet: bool,
+         explain: str | None, rules_doc: bool) -> None:
+    """Port CUDA Hugging Face scripts under PATHS to native TorchNeuron.
+
+    Shows a unified diff by default; --write applies it; --check is for CI.
+    """
+    if explain:
+        from migrate.docs import explain as render
+
+        rule = get_rule(explain)
+        if rule is None:
+            click.echo(f"neuron-migrate: unknown rule {explain!r}", err=True)
+            sys.exit(2)
+        click.echo(render(rule), nl=False)
+        return
+    if rules_doc:
+        from migrate.docs import rules_markdown
+
+        click.echo(rules_markdown(), nl=False)
+        return
+    if not paths:
+        click.echo("neuron-migrate: give at least one file or directory (see --help)", err=True)
+        sys.exit(2)
+    if write and check:
+        click.echo("neuron-migrate: --write and --check are exclusive", err=True)
+        sys.exit(2)
+    try:
+        cfg = config_mod.load(Path(paths[0])).values
+    except config_mod.ConfigError as exc:
+        click.echo(f"neuron-migrate: {exc}", err=True)
+        sys.exit(2)
+
+    from migrate import report, runner
+
+    selection = Selection(
+        select=_split(select) or _split(tuple(cfg.get("select", ()))),
+        ignore=_split(ignore) or _split(tuple(cfg.get("ignore", ()))),
+    )
+    options = Options(selection=selection, shim=not no_shim and cfg.get("shim", True))
+    fmt = fmt or cfg.get("format", "text")
+    files = list(python_files(list(paths), frozenset(exclude) | frozenset(cfg.get("exclude", ()))))
+    jobs = jobs or cfg.get("jobs") or (runner.default_jobs() if len(files) > 8 else 1)
+    results = runner.run(files, options, jobs=jobs, write=write)
+
+    if fmt == "json":
+        click.echo(report.as_json(results, write), nl=False)
+    elif not quiet and not write and not check:
+        for result in results:
+            if result.status == "changed":
+                click.echo(report.unified_diff(result), nl=False)
+    if not quiet and fmt == "text":
+        click.echo(report.summary(results, write), err=True, nl=False)
+    elif quiet:
+        for result in results:
+            if result.error:
+                click.echo(f"error: {result.error}", err=True)
+
+    if any(r.status in ("error", "internal-error") for r in results):
+        sys.exit(2)
+    if check and any(r.status == "changed" for r in results):
+        sys.exit(1)

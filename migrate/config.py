@@ -1,0 +1,54 @@
+"""`[tool.neuron-migrate]` in the nearest pyproject.toml: defaults for the CLI options.
+
+Keys mirror the options: `select`, `ignore`, `exclude` (lists of strings), `shim` (bool),
+`jobs` (int), `format` ("text"/"json"). Options given on the command line win.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+KEYS = {"select": list, "ignore": list, "exclude": list, "shim": bool, "jobs": int, "format": str}
+
+
+@dataclass
+class Config:
+    values: dict[str, Any] = field(default_factory=dict)
+    source: Path | None = None
+
+
+class ConfigError(ValueError):
+    """A malformed `[tool.neuron-migrate]` table (exit code 2)."""
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest pyproject.toml at or above `start` (a file or directory)."""
+    directory = start.resolve()
+    if not directory.is_dir():
+        directory = directory.parent
+    for candidate in (directory, *directory.parents):
+        path = candidate / "pyproject.toml"
+        if path.is_file():
+            return path
+    return None
+
+
+def load(start: Path) -> Config:
+    path = find_pyproject(start)
+    if path is None:
+        return Config()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    table = data.get("tool", {}).get("neuron-migrate", {})
+    for key, value in table.items():
+        kind = KEYS.get(key)
+        if kind is None:
+            raise ConfigError(f"{path}: unknown key [tool.neuron-migrate].{key}")
+        if not isinstance(value, kind) or (kind is list and not all(isinstance(v, str) for v in value)):
+            raise ConfigError(f"{path}: [tool.neuron-migrate].{key} must be {kind.__name__}")
+    return Config(values=table, source=path)

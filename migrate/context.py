@@ -1,0 +1,87 @@
+"""Per-file state shared by the rules during the one rewriting traversal."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrate.facts import FileFacts
+from migrate.flow import Candidate, GenerateFlow
+from migrate.names import ImportMap
+from migrate.registry import Selection
+
+
+@dataclass
+class Frame:
+    """What happened inside one statement; merged into its parent unless the line says skip."""
+
+    hits: Counter[str] = field(default_factory=Counter)
+    todos: list[tuple[str, str]] = field(default_factory=list)  # (rule id, message)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    skip: bool = False
+
+    def merge(self, child: "Frame") -> None:
+        self.hits.update(child.hits)
+        self.warnings.extend(child.warnings)
+        self.candidates.extend(child.candidates)
+
+
+@dataclass
+class FileContext:
+    """The rules' view of the file being migrated.
+
+    Rules call `hit` when they rewrite, `todo` to annotate the enclosing statement and `warn`
+    for report-only notes; all three land in the innermost open statement frame so that a
+    `# neuron-migrate: skip` comment can discard them together with the rewrite.
+    """
+
+    imports: ImportMap
+    facts: FileFacts
+    selection: Selection
+    frames: list[Frame] = field(default_factory=lambda: [Frame()])
+    needed_imports: set[str] = field(default_factory=set)  # top-level modules to import
+    vllm_engines: set[str] = field(default_factory=set)  # names bound to vllm.LLM(...)
+    flow: GenerateFlow = field(default_factory=GenerateFlow)
+    pending: list[Candidate] = field(default_factory=list)  # bound to their node by the transformer
+    callee: str | None = None  # set while call keywords are rewritten: the called name
+    text: str = ""  # the decoded source, for whole-file facts a rule needs (e.g. `pad_token`)
+
+    def enabled(self, rule_id: str) -> bool:
+        return self.selection.enabled(rule_id)
+
+    def hit(self, rule_id: str) -> None:
+        self.frames[-1].hits[rule_id] += 1
+
+    def todo(self, rule_id: str, message: str) -> None:
+        frame = self.frames[-1]
+        if (rule_id, message) not in frame.todos:
+            frame.todos.append((rule_id, message))
+
+    def warn(self, rule_id: str, message: str) -> None:
+        self.frames[-1].warnings.append((rule_id, message))
+
+    def candidate(self, name: str, fix, rule_ids: tuple[str, ...]) -> None:
+        """Ask for `fix` on the current assignment if `name` turns out to be generate-only."""
+        self.pending.append(Candidate(name=name, node=None, fix=fix, rule_ids=rule_ids))  # type: ignore[arg-type]
+
+    def qualify(self, node: cst.BaseExpression) -> str | None:
+        return self.imports.qualify(node)
+
+    def module_ref(self, module: str) -> cst.BaseExpression:
+        """An expression naming `module` (`torch`, `torch.amp`, `os`) in this file.
+
+        Reuses the script's own alias (`import torch as T` -> `T`); otherwise names the module
+        in full and queues an `import <top-level package>` for the import fix-up pass.
+        """
+        local = self.imports.local_name_for(module)
+        if local is not None:
+            return cst.parse_expression(local)
+        head, _, rest = module.partition(".")
+        local_head = self.imports.local_name_for(head)
+        if local_head is None:
+            self.needed_imports.add(head)
+            local_head = head
+        return cst.parse_expression(f"{local_head}.{rest}" if rest else local_head)

@@ -1,0 +1,52 @@
+"""Render the rule registry as Markdown: `docs/rules.md` and `--explain`."""
+
+from __future__ import annotations
+
+from migrate.registry import Rule, all_rules
+
+FAMILIES = {
+    "NM1": "Device placement and the `torch.cuda` API",
+    "NM2": "Precision, attention kernels, quantization",
+    "NM3": "Generation and static shapes",
+    "NM4": "Distributed",
+    "NM7": "Version drift (transformers 5, TRL 1.x)",
+    "NM9": "Cannot migrate: TODO comments",
+}
+
+
+def explain(rule: Rule) -> str:
+    """One rule as Markdown."""
+    return (
+        f"## {rule.id} `{rule.name}`\n\n{rule.summary}\n\n{rule.rationale}\n\n"
+        f"Before:\n\n```python\n{rule.before}```\n\nAfter:\n\n```python\n{rule.after}```\n"
+    )
+
+
+def rules_markdown() -> str:
+    """The whole page; `tests/migrate/test_docs.py` checks docs/rules.md equals this."""
+    out = [
+        "# neuron-migrate rules\n\n",
+        "Generated from the rule registry by `neuron-migrate --rules-doc > docs/rules.md`; "
+        "do not edit by hand. `neuron-migrate --explain NM101` prints one rule.\n\n",
+        "Select or ignore rules by id or prefix: `--select NM1,NM2 --ignore NM105`. "
+        "`# neuron-migrate: skip` on a line (or the line above a statement) leaves that "
+        "statement alone; `# neuron-migrate: skip-file` anywhere leaves the file alone. On a "
+        "compound statement's header line (`if`, `with`, `def`) it skips the whole block.\n\n",
+        "Names are resolved through the file's imports (`import torch as T`, `from torch import "
+        "cuda`); rebinding an imported name by assignment is not tracked. `import neuroncompat` "
+        "is added to migrated entry scripts: files with a module-level `if __name__ == "
+        "\"__main__\":` or module-level code that calls `.train(`, `.generate(`, `pipeline(`, "
+        "`.from_pretrained(`, `.backward(`, `.fit(` or runs a top-level loop.\n\n",
+    ]
+    rules = all_rules()
+    out.append("| id | name | summary |\n|---|---|---|\n")
+    for rule in rules:
+        summary = rule.summary.replace("|", "\\|")
+        out.append(f"| [{rule.id}](#{rule.id.lower()}-{rule.name}) | `{rule.name}` | {summary} |\n")
+    current = None
+    for rule in rules:
+        if rule.family != current:
+            current = rule.family
+            out.append(f"\n# {current}xx: {FAMILIES[current]}\n")
+        out.append("\n" + explain(rule))
+    return "".join(out)

@@ -1,0 +1,127 @@
+"""Migrate one file's bytes: prefilter, one parse, one rule traversal, import fix-up, verify.
+
+The engine never touches the file system; `migrate.runner` reads and writes. Working on bytes
+lets libcst detect and keep the encoding (PEP 263 cookie, BOM) and line endings.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrate.context import FileContext
+from migrate.facts import FileFacts
+from migrate.imports import SHIM, add_imports
+from migrate.names import ImportMap
+from migrate.prefilter import may_need_migration
+from migrate.registry import Selection
+from migrate.transform import TODO_PREFIX, MigrationTransformer
+
+import migrate.rules  # noqa: F401  (registers the rule hooks)
+
+SKIP_FILE = re.compile(rb"#\s*neuron-migrate:\s*skip-file")
+_TODO_LINE = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\):\s*(.*)")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Settings that change what the engine produces."""
+
+    selection: Selection = Selection()
+    shim: bool = True
+
+
+@dataclass
+class FileResult:
+    """The outcome for one file. `new` is None when nothing changes or on error."""
+
+    path: str
+    status: str  # "unchanged", "changed", "skipped", "error", "internal-error"
+    new: bytes | None = None
+    hits: Counter[str] = field(default_factory=Counter)
+    todos: list[tuple[int, str, str]] = field(default_factory=list)  # (line, rule id, text)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    error: str | None = None
+    old_text: str = ""
+    new_text: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.new is not None
+
+
+def _todos(text: str) -> list[tuple[int, str, str]]:
+    if TODO_PREFIX.strip() not in text:
+        return []
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _TODO_LINE.search(line)
+        if match:
+            found.append((number, match.group(1), match.group(2)))
+    return found
+
+
+def migrate_source(data: bytes, path: str, options: Options = Options()) -> FileResult:
+    """Return what migrating `data` (the bytes of the file at `path`) produces."""
+    if SKIP_FILE.search(data):
+        return FileResult(path, "skipped")
+    if not may_need_migration(data):
+        return FileResult(path, "unchanged")
+    try:
+        module = cst.parse_module(data)
+    except cst.ParserSyntaxError as exc:
+        return FileResult(path, "error", error=f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {exc.message}")
+    except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+        return FileResult(path, "error", error=f"{path}:1: cannot decode: {exc}")
+    text = data.decode(module.encoding, errors="replace")
+    facts = FileFacts.from_text(text)
+    ctx = FileContext(imports=ImportMap(), facts=facts, selection=options.selection, text=text)
+    transformer = MigrationTransformer(ctx, track_generate=".generate(" in text)
+    new_module = module.visit(transformer)
+    assert isinstance(new_module, cst.Module)
+    new_module = transformer.close_module(new_module)
+    root = ctx.frames[0]
+    if root.hits or transformer.todos_added:
+        wanted: list[str] = []
+        if options.shim and facts.entry_script and not _imports_shim(new_module):
+            wanted.append(SHIM)
+        wanted.extend(sorted(ctx.needed_imports))
+        new_module = add_imports(new_module, wanted)
+    new_bytes = new_module.bytes
+    if new_bytes == data:
+        return FileResult(path, "unchanged", todos=_todos(text))
+    try:
+        compile(new_bytes, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except Exception as exc:  # noqa: BLE001  (any failure here is our bug, not the user's)
+        return FileResult(
+            path,
+            "internal-error",
+            error=f"{path}: internal error: the migrated output does not parse ({exc}); "
+            "file left unchanged, please report this",
+        )
+    new_text = new_bytes.decode(new_module.encoding, errors="replace")
+    return FileResult(
+        path,
+        "changed",
+        new=new_bytes,
+        hits=root.hits,
+        todos=_todos(new_text),
+        warnings=root.warnings,
+        old_text=text,
+        new_text=new_text,
+    )
+
+
+def _imports_shim(module: cst.Module) -> bool:
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import) and any(
+                    isinstance(a.name, cst.Name) and a.name.value == SHIM for a in small.names
+                ):
+                    return True
+    return False

@@ -1,0 +1,57 @@
+"""Whole-file facts that decide between context-dependent rewrites (context rules 4-6).
+
+They are read from the source text with a few regexes before parsing, so the single
+rewriting traversal already knows them when it reaches the first `from_pretrained`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Context rule 4: a script is multi-process when it reads its rank or sets up a process group.
+_MULTI_PROCESS = re.compile(
+    r"LOCAL_RANK|local_rank|init_process_group|DistributedDataParallel|\bDDP\(|"
+    r"FullyShardedDataParallel|fully_shard|WORLD_SIZE|\bAccelerator\(|PartialState|"
+    r"process_index|torchrun|accelerate launch"
+)
+# Context rule 5/6: Trainer-family scripts get device placement from the Trainer.
+_TRAINER = re.compile(r"\b\w*Trainer\(")
+# The `if __name__ == "__main__":` guard, in either quote style.
+_MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.M)
+# Top-level code that runs training or inference when the file is executed: a statement that
+# starts in column 0 (so not inside a def/class) and calls one of these, or a top-level loop.
+_TOP_LEVEL_RUN = re.compile(
+    r"^(?:for |while |(?!def |class |async |@|import |from |#)\S[^\n]*"
+    r"(?:\.train\(|\.generate\(|\bpipeline\(|\.from_pretrained\(|\.backward\(|\.fit\())",
+    re.M,
+)
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What the rules need to know about the whole file.
+
+    `entry_script` decides whether `import neuroncompat` is added: a file that is run, not
+    imported. It is true when the file has a module-level `if __name__ == "__main__":` guard,
+    or module-level code (a column-0 statement) that calls `.train(`, `.generate(`,
+    `pipeline(`, `.from_pretrained(`, `.backward(` or `.fit(`, or a module-level `for`/`while`
+    loop (nanoGPT-style training loops and notebook exports). Library modules that only
+    define functions and classes never get the shim.
+    """
+
+    multi_process: bool
+    trainer: bool
+    entry_script: bool
+
+    @classmethod
+    def from_text(cls, text: str) -> "FileFacts":
+        """Scan the source once per fact; cheap next to parsing."""
+        trainer = bool(_TRAINER.search(text))
+        return cls(
+            # Trainer scripts are usually launched with `accelerate launch`/torchrun; the
+            # per-rank device_map form is also right for one process (LOCAL_RANK unset -> 0).
+            multi_process=bool(_MULTI_PROCESS.search(text)) or trainer,
+            trainer=trainer,
+            entry_script=bool(_MAIN_GUARD.search(text) or _TOP_LEVEL_RUN.search(text)),
+        )

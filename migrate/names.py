@@ -1,0 +1,80 @@
+"""Resolve expressions to dotted names through the file's own imports.
+
+Why not libcst's `QualifiedNameProvider`: it needs a full `ScopeProvider` pass, which measured
+6.5x the cost of libcst's own parse+render on transformers model files, on its own more than
+the codemod's whole budget (3x the floor for files that need rewriting, see
+`bench/bench_migrate.py`). Scripts bind the modules we care about (`torch`, `torch.cuda`,
+`transformers`, `peft`, `trl`, ...) with import statements, and those are seen in source order
+by the same traversal that rewrites, before the code that uses them. So the transformer feeds
+every `import`/`from ... import` it visits into an `ImportMap`, and resolves names against it.
+
+Known limit (documented in docs/rules.md): rebinding an imported name by plain assignment
+(`torch = something_else`) is not tracked.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+def dotted(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None (calls, subscripts, ...)."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def _module_name(node: cst.BaseExpression | None) -> str:
+    return dotted(node) or "" if node is not None else ""
+
+
+class ImportMap:
+    """Local name -> qualified name, filled in as import statements are visited."""
+
+    def __init__(self) -> None:
+        self._alias: dict[str, str] = {}
+
+    def add_import(self, node: cst.Import) -> None:
+        """`import a.b` binds `a`; `import a.b as c` binds `c` to `a.b`."""
+        for alias in node.names:
+            full = _module_name(alias.name)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self._alias[alias.asname.name.value] = full
+            else:
+                head = full.split(".")[0]
+                self._alias[head] = head
+
+    def add_import_from(self, node: cst.ImportFrom) -> None:
+        """`from a.b import c as d` binds `d` to `a.b.c`; relative imports are ignored."""
+        if node.relative or isinstance(node.names, cst.ImportStar):
+            return
+        mod = _module_name(node.module)
+        for alias in node.names:
+            name = _module_name(alias.name)
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self._alias[local] = f"{mod}.{name}"
+
+    def qualify(self, node: cst.BaseExpression) -> str | None:
+        """The qualified name of a Name/Attribute chain, or None when its head is not imported."""
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        target = self._alias.get(head)
+        if target is None:
+            return None
+        return f"{target}.{rest}" if rest else target
+
+    def local_name_for(self, module: str) -> str | None:
+        """The local name bound to exactly `module` (`T` after `import torch as T`), if any."""
+        for local, target in self._alias.items():
+            if target == module:
+                return local
+        return None

@@ -1,0 +1,59 @@
+"""A cheap byte-level test that skips files with nothing to migrate, before any parsing.
+
+Parsing with libcst is the dominant cost; most Python files in a repository never mention
+CUDA or the APIs the rules touch. Each alternative below is a token some rule needs to see;
+a file without any of them cannot produce a rewrite or a TODO. The test is deliberately loose
+(a comment mentioning `cuda` passes it); false positives only cost a parse. Tokens that are
+common in library code but only rewritten in specific call shapes (`.generate(`, `pipeline(`,
+`DataLoader(`) are included because scripts, the target, use them directly.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TOKENS = (
+    rb"cuda|nccl|\bfp16\b|torch_dtype|[\"']flash_attention_[23]|use_flash_attention_2|"
+    rb"\bflash_attn\b|xformers|bitsandbytes|BitsAndBytes|load_in_[48]bit|paged_adamw|"
+    rb"adamw_8bit|adamw_bnb|GradScaler|\.half\(\)|(?<![=!<>])=\s*torch\.float16|device_map\s*=|"
+    rb"\.generate\(|\bpipeline\(|DataLoader\(|DataCollator\w*\(|torch\.compile\(|tf32|"
+    rb"use_vllm|(?:from|import)\s+(?:vllm|deepspeed|triton|apex|unsloth|liger_kernel)\b|"
+    rb"evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|"
+    rb"max_prompt_length|group_by_length|use_mps_device|Trainer\(|"
+    rb"prepare_model_for_kbit_training|DistributedDataParallel|\bDDP\("
+)
+_TRIGGERS = re.compile(_TOKENS)
+_DOCTEST = re.compile(rb"[ \t]*(?:>>>|\.\.\.)")
+
+
+# Stage one: plain substrings (a C-speed scan); every token above contains one of them.
+_LITERALS = (
+    b"cuda", b"nccl", b"fp16", b"torch_dtype", b"flash_att", b"xformers", b"itsandbytes",
+    b"BitsAndBytes", b"load_in_", b"adamw_", b"GradScaler", b".half()", b"float16",
+    b"device_map", b".generate(", b"pipeline(", b"DataLoader(", b"DataCollator",
+    b"torch.compile(", b"tf32", b"vllm", b"deepspeed", b"triton", b"apex", b"unsloth",
+    b"liger_kernel", b"evaluation_strategy", b"overwrite_output_dir", b"logging_dir",
+    b"warmup_ratio", b"max_seq_length", b"max_prompt_length", b"group_by_length",
+    b"use_mps_device", b"Trainer(", b"prepare_model_for_kbit_training", b"DDP(",
+    b"DistributedDataParallel",
+)
+
+
+def may_need_migration(data: bytes) -> bool:
+    """True when the raw file bytes contain a token a rule could act on, outside doctests.
+
+    Stage one finds candidate lines by plain substring search; stage two runs the token regex
+    on those lines only. Doctest lines (`>>> model.generate(...)` in docstrings) are prose and
+    library code is full of them, so a hit on a line starting with `>>>` or `...` does not
+    count.
+    """
+    for literal in _LITERALS:
+        index = data.find(literal)
+        while index != -1:
+            start = data.rfind(b"\n", 0, index) + 1
+            end = data.find(b"\n", index)
+            end = len(data) if end == -1 else end
+            if not _DOCTEST.match(data, start) and _TRIGGERS.search(data, start, end):
+                return True
+            index = data.find(literal, end)
+    return False

@@ -1,0 +1,77 @@
+"""The rule registry: every rewrite or TODO the codemod can emit is a registered `Rule`.
+
+Rules are data (id, summary, rationale, examples) so that `--explain`, `docs/rules.md` and
+`--select/--ignore` all read the same source of truth; the code that applies them lives in
+`migrate/rules/<family>.py` and refers to them by id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One migration rule.
+
+    `before`/`after` are small, complete code examples; `docs/rules.md` and `--explain` show
+    them, and a test runs the engine on `before` and checks it yields `after`.
+    """
+
+    id: str
+    name: str
+    summary: str
+    rationale: str
+    before: str
+    after: str
+    todo: bool = False  # True for NM9xx rules, which annotate instead of rewriting
+
+    @property
+    def family(self) -> str:
+        """The id prefix that groups rules: NM1, NM2, NM3, NM4, NM7, NM9."""
+        return self.id[:3]
+
+
+_RULES: dict[str, Rule] = {}
+
+
+def register(rule: Rule) -> Rule:
+    """Add a rule; ids are unique and stable, so a duplicate is a programming error."""
+    if rule.id in _RULES:
+        raise ValueError(f"duplicate rule id {rule.id}")
+    _RULES[rule.id] = rule
+    return rule
+
+
+def all_rules() -> list[Rule]:
+    """All registered rules in id order (importing `migrate.rules` registers them)."""
+    import migrate.rules  # noqa: F401  (registration side effect)
+
+    return [_RULES[k] for k in sorted(_RULES)]
+
+
+def get_rule(rule_id: str) -> Rule | None:
+    """Look a rule up by exact id, case-insensitively."""
+    import migrate.rules  # noqa: F401
+
+    return _RULES.get(rule_id.upper())
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which rules are on: `select` and `ignore` hold ids or id prefixes (`NM2`, `NM10`)."""
+
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = field(default=())
+
+    def enabled(self, rule_id: str) -> bool:
+        """A rule is on when it matches a select prefix (or none is given) and no ignore prefix.
+
+        The longest matching prefix wins, so `--select NM1 --ignore NM104` and
+        `--ignore NM1 --select NM104` both do what they say.
+        """
+        sel = max((len(p) for p in self.select if rule_id.startswith(p.upper())), default=-1)
+        ign = max((len(p) for p in self.ignore if rule_id.startswith(p.upper())), default=-1)
+        if not self.select:
+            sel = 0
+        return sel >= 0 and sel > ign

@@ -1,0 +1,157 @@
+"""How a rule family plugs into the single traversal, plus small libcst helpers they share.
+
+A family module registers its `Rule` records and decorates plain functions with
+`@on("Call")` (or another node type name). The transformer calls, for every node of that
+type, each hook in registration order on the *updated* node, and rules return either the
+same node or a replacement. Hooks never traverse on their own: that keeps the whole run to
+one pass over the tree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TypeVar
+
+import libcst as cst
+
+from migrate.context import FileContext
+
+N = TypeVar("N", bound=cst.CSTNode)
+Hook = Callable[[cst.CSTNode, FileContext], cst.CSTNode]
+
+HOOKS: dict[str, list[Hook]] = {}
+
+
+def on(node_type: str) -> Callable[[Callable[[N, FileContext], cst.CSTNode]], Callable[[N, FileContext], cst.CSTNode]]:
+    """Register a hook for leaving nodes of `node_type` (a libcst class name)."""
+
+    def deco(fn: Callable[[N, FileContext], cst.CSTNode]) -> Callable[[N, FileContext], cst.CSTNode]:
+        HOOKS.setdefault(node_type, []).append(fn)  # type: ignore[arg-type]
+        return fn
+
+    return deco
+
+
+# ---- keyword arguments -------------------------------------------------------------------
+
+def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
+    """The keyword argument `name=` of a call, if present."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    """True when the call forwards `**kwargs`, so an absent keyword may still be passed."""
+    return any(arg.star == "**" for arg in call.args)
+
+
+def replace_arg(call: cst.Call, old: cst.Arg, new: cst.Arg) -> cst.Call:
+    """Swap one argument, keeping the others (and their formatting) as they are."""
+    return call.with_changes(args=[new if a is old else a for a in call.args])
+
+
+def remove_arg(call: cst.Call, old: cst.Arg) -> cst.Call:
+    """Drop one argument; the comma of the new last argument follows the removed one's."""
+    args = [a for a in call.args if a is not old]
+    if args and call.args and call.args[-1] is old:
+        args[-1] = args[-1].with_changes(comma=old.comma)
+    return call.with_changes(args=args)
+
+
+def add_kwarg(call: cst.Call, name: str, value: str) -> cst.Call:
+    """Append `name=value` (value is source text), following the call's existing layout.
+
+    Multi-line calls whose last argument ends in a comma get the new argument on its own
+    line with the same indentation and a trailing comma; one-line calls get `, name=value`.
+    """
+    new = cst.Arg(
+        keyword=cst.Name(name),
+        value=cst.parse_expression(value),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+    )
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=[new])
+    last = args[-1]
+    comma = last.comma
+    if isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
+        # multi-line with a trailing comma: copy the layout of the last argument
+        args.append(new.with_changes(comma=comma))
+        return call.with_changes(args=args)
+    if isinstance(comma, cst.Comma):
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(new.with_changes(comma=comma.with_changes(whitespace_after=comma.whitespace_after)))
+        return call.with_changes(args=args)
+    args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    args.append(new)
+    return call.with_changes(args=args)
+
+
+def rename_kwarg(call: cst.Call, arg: cst.Arg, new_name: str) -> cst.Call:
+    """`old=value` -> `new_name=value`, keeping value and formatting."""
+    assert arg.keyword is not None
+    return replace_arg(call, arg, arg.with_changes(keyword=arg.keyword.with_changes(value=new_name)))
+
+
+# ---- callee shapes -----------------------------------------------------------------------
+
+def callee_name(call: cst.Call) -> str | None:
+    """The last component of the called name: `AutoModel.from_pretrained` -> `from_pretrained`."""
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    if isinstance(func, cst.Name):
+        return func.value
+    return None
+
+
+def method_of(call: cst.Call, name: str) -> bool:
+    """True for `<anything>.name(...)`."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == name
+
+
+# ---- string literals ---------------------------------------------------------------------
+
+def string_value(node: cst.BaseExpression) -> str | None:
+    """The text of a plain (non f-, non concatenated) string literal, else None."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def with_string_value(node: cst.SimpleString, value: str) -> cst.SimpleString:
+    """Same literal with new text, keeping prefix and quote style."""
+    prefix = node.prefix
+    quote = node.quote
+    return node.with_changes(value=f"{prefix}{quote}{value}{quote}")
+
+
+def last_name(node: cst.BaseExpression) -> str | None:
+    """`args.device` -> `device`; `device` -> `device`; anything else -> None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+def matches(pattern: re.Pattern[str], node: cst.BaseExpression | None) -> bool:
+    """True when the node's last name matches the pattern."""
+    name = last_name(node) if node is not None else None
+    return name is not None and pattern.fullmatch(name) is not None
+
+
+def option_name(call: cst.Call) -> str | None:
+    """For `parser.add_argument("--foo-bar", ...)`, `foo_bar`; else None."""
+    if not method_of(call, "add_argument"):
+        return None
+    for arg in call.args:
+        if arg.keyword is None and arg.star == "":
+            text = string_value(arg.value)
+            if text and text.startswith("--"):
+                return text[2:].replace("-", "_")
+    return None

@@ -1,0 +1,305 @@
+"""NM1xx device placement: device sources, comparisons, `device_map`, ordinals, pipelines.
+
+Catalogue rows D1-D8, M1-M4, G6 of research/cuda_patterns.md. Only device *sources* are
+rewritten (literals in device positions, `device = ...`, defaults, `torch.device(...)`,
+`device_map`); uses such as `.to(device)` stay, so diffs stay small (context rule 2).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from migrate.context import FileContext
+from migrate.registry import Rule, register
+from migrate.rules.base import (
+    add_kwarg,
+    callee_name,
+    has_star_kwargs,
+    kwarg,
+    last_name,
+    method_of,
+    on,
+    replace_arg,
+    string_value,
+    with_string_value,
+)
+from migrate.rules.settings import setting, through
+
+register(Rule(
+    id="NM101",
+    name="cuda-method",
+    summary="`x.cuda()` -> `x.to(\"neuron\")`, keeping the index and `non_blocking`.",
+    rationale="`.cuda()` only targets CUDA. `.to(\"neuron\")` moves to the current NeuronCore; "
+    "an explicit index becomes `neuron:<i>`. The module `torch.cuda` is not a call and is left "
+    "to NM104.",
+    before='model = model.cuda()\nbatch = batch.cuda(local_rank, non_blocking=True)\n',
+    after='model = model.to("neuron")\nbatch = batch.to(f"neuron:{local_rank}", non_blocking=True)\n',
+))
+register(Rule(
+    id="NM102",
+    name="device-literal",
+    summary="`\"cuda\"`/`\"cuda:N\"`/`f\"cuda:{r}\"` in device positions -> `neuron`.",
+    rationale="Device positions are `.to(...)`, `device=`, `torch.device(...)`, `map_location=`, "
+    "assignments to device-named variables (`device`, `DEVICE`, `*_device`, `device_type`), "
+    "argparse `--device` defaults and dataclass `device` fields. The assignment is the source "
+    "of truth, so later `.to(device)` calls need no change. Conditional arms are rewritten "
+    "together with their `torch.cuda.is_available()` guard (NM104), never folded to CPU. "
+    "Strings elsewhere (prints, logs, comments) are prose and never touched. "
+    "`torch.Generator(device=\"cuda\")` becomes a CPU generator, which diffusers and samplers accept.",
+    before='import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
+    'x = torch.zeros(4, device="cuda:0")\n',
+    after='import torch\ndevice = "neuron" if torch.cuda.is_available() else "cpu"\n'
+    'x = torch.zeros(4, device="neuron:0")\n',
+))
+register(Rule(
+    id="NM103",
+    name="device-comparison",
+    summary="Comparisons of device values with `\"cuda\"` follow the renamed value.",
+    rationale="Context rule 3: once `device = \"cuda\"` becomes `\"neuron\"`, `if device == \"cuda\"` "
+    "would silently flip (nanoGPT turns autocast off, FastChat raises `Invalid device`). "
+    "Comparisons whose other side is a device-named value or `<x>.type`/`<x>.device.type` "
+    "are renamed consistently, including `\"cuda\" in device`.",
+    before='if device == "cuda":\n    dtype = "bfloat16"\ndevice_type = "cuda" if "cuda" in device else "cpu"\n',
+    after='if device == "neuron":\n    dtype = "bfloat16"\ndevice_type = "neuron" if "neuron" in device else "cpu"\n',
+))
+register(Rule(
+    id="NM105",
+    name="device-map",
+    summary="`device_map` forms -> a NeuronCore: `\"neuron\"` in one process, per rank otherwise.",
+    rationale="accelerate's `get_max_memory` has no Neuron branch, so `device_map=\"auto\"` "
+    "(also balanced/sequential) loads every weight on CPU with no error. A single-process "
+    "script gets `device_map=\"neuron\"`; a multi-process one (context rule 4: LOCAL_RANK, "
+    "process groups, DDP/FSDP, Accelerator, Trainer-family scripts) gets "
+    "`{\"\": f\"neuron:{int(os.environ.get('LOCAL_RANK', 0))}\"}` so each rank loads onto its "
+    "own core. `{\"\": expr}` keeps its index expression: `{\"\": f\"neuron:{expr}\"}`. TRL's "
+    "removed `get_kbit_device_map()` is replaced the same way.",
+    before='model = AutoModelForCausalLM.from_pretrained(name, device_map="auto")\n',
+    after='model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n',
+))
+register(Rule(
+    id="NM106",
+    name="device-ordinal",
+    summary="Integer device ordinals -> `neuron:<i>`; `pipeline(device=0)` -> `device=\"neuron\"`.",
+    rationale="A bare int resolves through `torch.accelerator` at best; `pipeline(device=0)` "
+    "silently runs on CPU on Neuron. `.to(local_rank)`, `.to(self.gpu_id)`, `.to(0)` are made "
+    "explicit: `.to(f\"neuron:{local_rank}\")`.",
+    before='model.to(local_rank)\npipe = pipeline("text-generation", model=name, device=0)\n',
+    after='model.to(f"neuron:{local_rank}")\npipe = pipeline("text-generation", model=name, device="neuron")\n',
+))
+register(Rule(
+    id="NM107",
+    name="pipeline-device",
+    summary="`pipeline(...)` that loads a model and names no device gets `device=\"neuron\"`.",
+    rationale="With no device, `pipeline()` resolves to CPU on Neuron (there is no neuron branch "
+    "in pipelines/base.py). Only pipelines that load the model themselves (a string model id) "
+    "are changed; a pipeline given a model object keeps where that model was placed.",
+    before='pipe = pipeline("text-generation", model="gpt2")\n',
+    after='pipe = pipeline("text-generation", model="gpt2", device="neuron")\n',
+))
+
+_DEVICE_NAMES = r"(?i)device|dev|\w+_device|device_(?:type|str|name)|map_location"
+_DEVICE_VALUE_NAMES = re.compile(r"(?i)device|dev|\w+_device|device_(?:type|str|name)")
+_ORDINAL_NAMES = re.compile(r"(?:ddp_)?(?:local_)?rank|gpu_id|gpu|device_id|(?:local_)?process_index|gpu_index")
+_CUDA = re.compile(r"cuda(:\d+)?")
+_MAP_AUTO = {"auto", "balanced", "balanced_low_0", "sequential"}
+
+
+def neuron_text(text: str) -> str | None:
+    """`cuda` -> `neuron`, `cuda:1` -> `neuron:1`; anything else -> None."""
+    match = _CUDA.fullmatch(text)
+    return None if match is None else "neuron" + (match.group(1) or "")
+
+
+def _fstring(prefix: str, expr: cst.BaseExpression) -> cst.FormattedString:
+    code = cst.Module([]).code_for_node(expr)
+    quote = "'" if '"' in code else '"'
+    return cst.FormattedString(
+        parts=[cst.FormattedStringText(prefix), cst.FormattedStringExpression(expression=expr)],
+        start=f"f{quote}",
+        end=quote,
+    )
+
+
+def device_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    """The leaf rewrite for device values: plain strings and f-strings starting with `cuda`."""
+    if isinstance(node, cst.SimpleString):
+        text = string_value(node)
+        new = neuron_text(text) if text is not None else None
+        if new is None:
+            return None
+        if ctx.callee == "Generator":
+            return with_string_value(node, "cpu")
+        return with_string_value(node, new)
+    if isinstance(node, cst.FormattedString) and node.parts:
+        first = node.parts[0]
+        if isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda:"):
+            return node.with_changes(parts=[first.with_changes(value="neuron" + first.value[4:]), *node.parts[1:]])
+    return None
+
+
+def _device_kwarg(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    if isinstance(node, cst.Integer) and ctx.callee == "pipeline" and ctx.enabled("NM106"):
+        ctx.hit("NM106")
+        return cst.SimpleString('"neuron"')
+    return device_literal(node, ctx)
+
+
+setting("NM102", _DEVICE_NAMES, through(_device_kwarg))
+
+
+def _per_rank(ctx: FileContext) -> cst.BaseExpression:
+    os_name = cst.Module([]).code_for_node(ctx.module_ref("os"))
+    return cst.parse_expression(f"{{\"\": f\"neuron:{{int({os_name}.environ.get('LOCAL_RANK', 0))}}\"}}")
+
+
+def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    if isinstance(node, cst.SimpleString):
+        text = string_value(node)
+        if text in _MAP_AUTO or text == "cuda":
+            if ctx.facts.multi_process:
+                return _per_rank(ctx)
+            if text in _MAP_AUTO and not ctx.facts.trainer:
+                ctx.warn("NM105", f'device_map="{text}" loaded every weight on CPU on Neuron; now "neuron"')
+            return with_string_value(node, "neuron")
+        if text is not None and text.startswith("cuda:"):
+            return with_string_value(node, "neuron" + text[4:])
+        return None
+    if isinstance(node, cst.Integer):
+        return cst.SimpleString(f'"neuron:{node.value}"')
+    if isinstance(node, cst.Dict) and len(node.elements) == 1:
+        element = node.elements[0]
+        if isinstance(element, cst.DictElement) and string_value(element.key) == "":
+            value = element.value
+            if isinstance(value, cst.Integer):
+                new: cst.BaseExpression = cst.SimpleString(f'"neuron:{value.value}"')
+            elif isinstance(value, (cst.SimpleString, cst.FormattedString)):
+                new_value = device_literal(value, ctx)
+                if new_value is None:
+                    return None
+                new = new_value
+            else:
+                new = _fstring("neuron:", value)
+            return node.with_changes(elements=[element.with_changes(value=new)])
+    if isinstance(node, cst.Call) and callee_name(node) == "get_kbit_device_map":
+        return _per_rank(ctx)
+    return None
+
+
+setting("NM105", r"device_map", through(_device_map))
+
+
+@on("Call")
+def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
+    """NM101 `.cuda()`, NM102/NM106 the positional device of `.to()`/`torch.device()`, NM107."""
+    func = node.func
+    if method_of(node, "cuda") and isinstance(func, cst.Attribute) and ctx.enabled("NM101"):
+        if ctx.qualify(func) == "torch.cuda":  # `torch.cuda` the module is not a tensor method
+            return node
+        ctx.hit("NM101")
+        args = list(node.args)
+        positional = [a for a in args if a.keyword is None]
+        if positional:
+            index = positional[0].value
+            target: cst.BaseExpression = (
+                cst.SimpleString(f'"neuron:{index.value}"') if isinstance(index, cst.Integer) else _fstring("neuron:", index)
+            )
+            args[args.index(positional[0])] = positional[0].with_changes(value=target)
+        else:
+            first = cst.Arg(cst.SimpleString('"neuron"'))
+            if args:
+                first = first.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args.insert(0, first)
+        return node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
+    if method_of(node, "to") or ctx.qualify(func) == "torch.device":
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        if not positional:
+            return node
+        arg = positional[0]
+        value = arg.value
+        if ctx.enabled("NM102"):
+            new = through(device_literal)(value, ctx)
+            if new is not None:
+                ctx.hit("NM102")
+                return replace_arg(node, arg, arg.with_changes(value=new))
+        if method_of(node, "to") and ctx.enabled("NM106"):
+            if isinstance(value, cst.Integer):
+                ctx.hit("NM106")
+                return replace_arg(node, arg, arg.with_changes(value=cst.SimpleString(f'"neuron:{value.value}"')))
+            name = last_name(value)
+            if name is not None and _ORDINAL_NAMES.fullmatch(name):
+                ctx.hit("NM106")
+                return replace_arg(node, arg, arg.with_changes(value=_fstring("neuron:", value)))
+        return node
+    if callee_name(node) == "pipeline" and ctx.enabled("NM107") and ctx.qualify(func) in (None, "transformers.pipeline"):
+        if kwarg(node, "device") or kwarg(node, "device_map") or has_star_kwargs(node):
+            return node
+        model = kwarg(node, "model")
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        model_value = model.value if model else (positional[1].value if len(positional) > 1 else None)
+        if isinstance(model_value, (cst.SimpleString, cst.Name, cst.Attribute)) and _loads_by_name(model_value):
+            ctx.hit("NM107")
+            return add_kwarg(node, "device", '"neuron"')
+    return node
+
+
+def _loads_by_name(node: cst.BaseExpression) -> bool:
+    """A string literal, or a name that reads like a model id (`model_name`, `args.model_id`)."""
+    if isinstance(node, cst.SimpleString):
+        return True
+    name = last_name(node) or ""
+    return bool(re.search(r"name|path|_id$|checkpoint", name))
+
+
+def _is_device_side(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Attribute) and node.attr.value == "type":
+        return True
+    name = last_name(node)
+    return name is not None and _DEVICE_VALUE_NAMES.fullmatch(name) is not None
+
+
+@on("Comparison")
+def device_comparison(node: cst.Comparison, ctx: FileContext) -> cst.Comparison:
+    """NM103: `device == "cuda"`, `"cuda" in device`, `x.device.type != "cuda"`."""
+    if not ctx.enabled("NM103") or len(node.comparisons) != 1:
+        return node
+    target = node.comparisons[0]
+    left, right = node.left, target.comparator
+    if isinstance(target.operator, (cst.In, cst.NotIn)):
+        if isinstance(left, cst.SimpleString) and _is_device_side(right):
+            new = neuron_text(string_value(left) or "")
+            if new is not None:
+                ctx.hit("NM103")
+                return node.with_changes(left=with_string_value(left, new))
+        return node
+    if not isinstance(target.operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)):
+        return node
+    if isinstance(right, cst.SimpleString) and _is_device_side(left):
+        new = neuron_text(string_value(right) or "")
+        if new is not None:
+            ctx.hit("NM103")
+            return node.with_changes(comparisons=[target.with_changes(comparator=with_string_value(right, new))])
+    if isinstance(left, cst.SimpleString) and _is_device_side(right):
+        new = neuron_text(string_value(left) or "")
+        if new is not None:
+            ctx.hit("NM103")
+            return node.with_changes(left=with_string_value(left, new))
+    return node
+
+
+@on("ImportFrom")
+def drop_get_kbit_device_map(node: cst.ImportFrom, ctx: FileContext) -> cst.CSTNode:
+    """TRL 1.x removed `get_kbit_device_map`; its calls are replaced above, so drop the import."""
+    if not ctx.enabled("NM105") or isinstance(node.names, cst.ImportStar):
+        return node
+    if not (isinstance(node.module, cst.Name) and node.module.value == "trl"):
+        return node
+    names = [a for a in node.names if not (isinstance(a.name, cst.Name) and a.name.value == "get_kbit_device_map")]
+    if len(names) == len(node.names):
+        return node
+    ctx.hit("NM105")
+    if not names:
+        return cst.RemoveFromParent()
+    names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(names=names)

@@ -1,0 +1,76 @@
+"""NM401-NM403 distributed: nccl -> neuron, DDP device ids, `ddp_backend` (catalogue 3.9)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.context import FileContext
+from migrate.registry import Rule, register
+from migrate.rules.base import callee_name, kwarg, on, remove_arg, replace_arg, string_value, with_string_value
+from migrate.rules.settings import setting, through
+
+register(Rule(
+    id="NM401",
+    name="nccl-backend",
+    summary="Process-group backend `\"nccl\"` -> `\"neuron\"`.",
+    rationale="`dist.init_process_group(backend=\"neuron\")` is the Neuron collective backend. "
+    "The positional and keyword forms of `init_process_group`, `backend = \"nccl\"` constants "
+    "(nanoGPT), argparse `--backend`/`--dist_backend` defaults and `\"nccl\" if ... else "
+    "\"gloo\"` are rewritten; the guard follows through NM104.",
+    before='import torch.distributed as dist\ndist.init_process_group("nccl")\n',
+    after='import torch.distributed as dist\ndist.init_process_group("neuron")\n',
+))
+register(Rule(
+    id="NM402",
+    name="ddp-device-ids",
+    summary="`DistributedDataParallel(model, device_ids=[r], output_device=r)` -> `DistributedDataParallel(model)`.",
+    rationale="`device_ids`/`output_device` are CUDA-oriented; the model already sits on its "
+    "rank's NeuronCore, which DDP uses when no ids are given.",
+    before='from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model, device_ids=[local_rank])\n',
+    after='from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model)\n',
+))
+register(Rule(
+    id="NM403",
+    name="ddp-backend-arg",
+    summary="Drop `ddp_backend=\"nccl\"` from TrainingArguments and TRL configs.",
+    rationale="accelerate's Neuron branch sets `backend=\"neuron\"` itself; an explicit nccl "
+    "would be wrong on Trainium and is dropped for clarity.",
+    before='args = TrainingArguments(output_dir="out", ddp_backend="nccl")\n',
+    after='args = TrainingArguments(output_dir="out")\n',
+))
+
+
+def _nccl(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    if isinstance(node, cst.SimpleString) and string_value(node) == "nccl":
+        return with_string_value(node, "neuron")
+    return None
+
+
+setting("NM401", r"backend|dist_backend|distributed_backend|process_group_backend", through(_nccl), kwargs=False)
+
+
+@on("Call")
+def distributed_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
+    qualified = ctx.qualify(node.func) or ""
+    if qualified.endswith("init_process_group") and ctx.enabled("NM401"):
+        backend = kwarg(node, "backend")
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        arg = backend or (positional[0] if positional else None)
+        if arg is not None:
+            new = through(_nccl)(arg.value, ctx)
+            if new is not None:
+                ctx.hit("NM401")
+                return replace_arg(node, arg, arg.with_changes(value=new))
+        return node
+    if qualified in ("torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel") and ctx.enabled("NM402"):
+        for name in ("device_ids", "output_device"):
+            arg = kwarg(node, name)
+            if arg is not None:
+                node = remove_arg(node, arg)
+                ctx.hit("NM402")
+        return node
+    ddp_backend = kwarg(node, "ddp_backend")
+    if ddp_backend is not None and string_value(ddp_backend.value) == "nccl" and ctx.enabled("NM403") and (callee_name(node) or "").endswith(("Arguments", "Config")):
+        ctx.hit("NM403")
+        return remove_arg(node, ddp_backend)
+    return node

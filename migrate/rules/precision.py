@@ -1,0 +1,201 @@
+"""NM2xx precision: fp16 -> bf16, `torch_dtype` -> `dtype`, autocast, GradScaler, tf32.
+
+Catalogue 3.4 (P1-P7). Trainium computes in bf16 on every generation; fp16 would need a loss
+scaler whose Neuron support is unconfirmed, and `tf32=True` raises on any non-CUDA host.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.context import FileContext
+from migrate.registry import Rule, register
+from migrate.rules.base import add_kwarg, kwarg, method_of, on, remove_arg, rename_kwarg, replace_arg, string_value, with_string_value
+from migrate.rules.settings import setting, through
+
+register(Rule(
+    id="NM201",
+    name="fp16-to-bf16",
+    summary="Mixed-precision flags: `fp16=True` -> `bf16=True`, `mixed_precision=\"fp16\"` -> `\"bf16\"`.",
+    rationale="bf16 works on all Trainium generations and needs no loss scaling. In "
+    "TrainingArguments/TRL configs `fp16=True` becomes `bf16=True` (an existing `bf16=False` "
+    "is dropped); `fp16=not is_bf16_supported()` becomes `bf16=True`. Accelerate's "
+    "`mixed_precision` and argparse `--mixed_precision` defaults follow.",
+    before='args = TrainingArguments(output_dir="out", fp16=True)\naccelerator = Accelerator(mixed_precision="fp16")\n',
+    after='args = TrainingArguments(output_dir="out", bf16=True)\naccelerator = Accelerator(mixed_precision="bf16")\n',
+))
+register(Rule(
+    id="NM202",
+    name="fp16-dtype",
+    summary="Load/cast dtypes `torch.float16` -> `torch.bfloat16`; `.half()` -> `.to(torch.bfloat16)`.",
+    rationale="Only keyword arguments that choose a load or cast dtype (`dtype=`, `torch_dtype=`, "
+    "`bnb_4bit_compute_dtype=`, `param_dtype=`, dict keys of model kwargs) and `.half()` are "
+    "rewritten; comparisons such as `x.dtype == torch.float16` are left alone (context rule 11).",
+    before='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float16)\nmodel = model.half()\n',
+    after='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\nmodel = model.to(torch.bfloat16)\n',
+))
+register(Rule(
+    id="NM203",
+    name="torch-dtype-kwarg",
+    summary="`torch_dtype=` -> `dtype=` (transformers 5).",
+    rationale="transformers 5 renamed the loading argument; `torch_dtype` still works with a "
+    "deprecation warning. Keywords and `model_kwargs`-style dict keys are renamed unless the "
+    "call already passes `dtype=`.",
+    before='model = AutoModelForCausalLM.from_pretrained(name, torch_dtype="auto")\n',
+    after='model = AutoModelForCausalLM.from_pretrained(name, dtype="auto")\n',
+))
+register(Rule(
+    id="NM204",
+    name="autocast",
+    summary="CUDA autocast -> `torch.autocast(\"neuron\", dtype=torch.bfloat16)`.",
+    rationale="`torch.cuda.amp.autocast(...)`, `torch.autocast(\"cuda\")` and "
+    "`torch.amp.autocast(device_type=\"cuda\")` target CUDA. AWS documents "
+    "`torch.autocast(device_type=\"neuron\")`; the dtype is stated explicitly because defaults "
+    "follow CUDA conventions (fp16). Autocast on a device variable "
+    "(`torch.autocast(accelerator.device.type)`) is already portable and left alone.",
+    before='import torch\nwith torch.cuda.amp.autocast():\n    loss = model(x)\n',
+    after='import torch\nwith torch.autocast("neuron", dtype=torch.bfloat16):\n    loss = model(x)\n',
+))
+register(Rule(
+    id="NM205",
+    name="grad-scaler",
+    summary="CUDA GradScaler -> `torch.amp.GradScaler(\"neuron\", enabled=False)`.",
+    rationale="bf16 needs no loss scaling. A disabled scaler is a pass-through (`scale` returns "
+    "the loss, `step` calls `optimizer.step()`), so the training loop stays as written.",
+    before='import torch\nscaler = torch.cuda.amp.GradScaler()\n',
+    after='import torch\nscaler = torch.amp.GradScaler("neuron", enabled=False)\n',
+))
+register(Rule(
+    id="NM206",
+    name="tf32-flag",
+    summary="Drop `tf32=True` from TrainingArguments and TRL configs.",
+    rationale="`TrainingArguments(tf32=True)` raises `--tf32 requires Ampere` on any non-CUDA "
+    "host. Backend attributes such as `torch.backends.cuda.matmul.allow_tf32 = True` are "
+    "harmless no-ops and are left alone.",
+    before='args = TrainingArguments(output_dir="out", tf32=True)\n',
+    after='args = TrainingArguments(output_dir="out")\n',
+))
+
+_FP16_DTYPE_KWARGS = r"dtype|torch_dtype|bnb_4bit_compute_dtype|param_dtype|reduce_dtype|buffer_dtype|compute_dtype"
+
+
+def _float16(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    if ctx.qualify(node) == "torch.float16" or ctx.qualify(node) == "torch.half":
+        assert isinstance(node, cst.Attribute)
+        return node.with_changes(attr=cst.Name("bfloat16"))
+    if isinstance(node, cst.SimpleString) and string_value(node) in ("float16", "fp16"):
+        return with_string_value(node, "bfloat16")
+    return None
+
+
+setting("NM202", _FP16_DTYPE_KWARGS, through(_float16))
+
+
+def _mixed(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    if isinstance(node, cst.SimpleString) and string_value(node) == "fp16":
+        return with_string_value(node, "bf16")
+    return None
+
+
+setting("NM201", r"mixed_precision", through(_mixed))
+
+
+def _is_config_call(node: cst.Call) -> bool:
+    name = node.func.attr.value if isinstance(node.func, cst.Attribute) else getattr(node.func, "value", "")
+    return name.endswith(("TrainingArguments", "Config")) or name == "dict"
+
+
+@on("Call")
+def precision_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
+    qualified = ctx.qualify(node.func)
+    if qualified in ("torch.cuda.amp.autocast", "torch.autocast", "torch.amp.autocast", "torch.cpu.amp.autocast") and ctx.enabled("NM204"):
+        return _autocast(node, qualified, ctx)
+    if qualified in ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler") and ctx.enabled("NM205"):
+        return _scaler(node, qualified, ctx)
+    if method_of(node, "half") and not node.args and ctx.enabled("NM202"):
+        assert isinstance(node.func, cst.Attribute)
+        ctx.hit("NM202")
+        return node.with_changes(
+            func=node.func.with_changes(attr=cst.Name("to")),
+            args=[cst.Arg(cst.Attribute(value=ctx.module_ref("torch"), attr=cst.Name("bfloat16")))],
+        )
+    if _is_config_call(node):
+        node = _fp16_flags(node, ctx)
+        tf32 = kwarg(node, "tf32")
+        if tf32 is not None and ctx.enabled("NM206") and not (isinstance(tf32.value, cst.Name) and tf32.value.value in ("False", "None")):
+            ctx.hit("NM206")
+            node = remove_arg(node, tf32)
+    torch_dtype = kwarg(node, "torch_dtype")
+    if torch_dtype is not None and ctx.enabled("NM203") and kwarg(node, "dtype") is None:
+        ctx.hit("NM203")
+        node = rename_kwarg(node, torch_dtype, "dtype")
+    return node
+
+
+def _fp16_flags(node: cst.Call, ctx: FileContext) -> cst.Call:
+    fp16 = kwarg(node, "fp16")
+    if fp16 is None or not ctx.enabled("NM201"):
+        return node
+    if isinstance(fp16.value, cst.Name) and fp16.value.value in ("False", "None"):
+        return node
+    bf16 = kwarg(node, "bf16")
+    ctx.hit("NM201")
+    if bf16 is not None:
+        node = replace_arg(node, bf16, bf16.with_changes(value=cst.Name("True")))
+        fp16 = kwarg(node, "fp16")
+        assert fp16 is not None
+        return remove_arg(node, fp16)
+    new = fp16.with_changes(keyword=cst.Name("bf16"), value=cst.Name("True"))
+    return replace_arg(node, fp16, new)
+
+
+def _autocast(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpression:
+    args = list(node.args)
+    device_arg = kwarg(node, "device_type")
+    positional = [a for a in args if a.keyword is None and not a.star]
+    if qualified == "torch.cuda.amp.autocast":
+        pass
+    elif device_arg is not None and string_value(device_arg.value) == "cuda":
+        args = [a for a in args if a is not device_arg]
+    elif positional and string_value(positional[0].value) == "cuda":
+        args = [a for a in args if a is not positional[0]]
+    else:
+        return node
+    ctx.hit("NM204")
+    dtype = next((a for a in args if a.keyword is not None and a.keyword.value == "dtype"), None)
+    rest = [a for a in args if a is not dtype]
+    bf16 = cst.Attribute(value=ctx.module_ref("torch"), attr=cst.Name("bfloat16"))
+    new_args = [
+        cst.Arg(cst.SimpleString('"neuron"'), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+        cst.Arg(bf16, keyword=cst.Name("dtype"), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))),
+    ]
+    if rest:
+        new_args[-1] = new_args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        rest[-1] = rest[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(func=cst.Attribute(value=ctx.module_ref("torch"), attr=cst.Name("autocast")), args=[*new_args, *rest])
+
+
+def _scaler(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpression:
+    positional = [a for a in node.args if a.keyword is None and not a.star]
+    device = kwarg(node, "device")
+    if qualified != "torch.cuda.amp.GradScaler":
+        value = positional[0].value if positional else (device.value if device else None)
+        if value is not None and string_value(value) != "cuda":
+            return node
+        if value is None:
+            pass  # torch.amp.GradScaler() defaults to "cuda"
+    ctx.hit("NM205")
+    return cst.parse_expression(f'{_code(ctx.module_ref("torch.amp"))}.GradScaler("neuron", enabled=False)')
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+@on("DictElement")
+def torch_dtype_key(node: cst.DictElement, ctx: FileContext) -> cst.DictElement:
+    """`{"torch_dtype": ...}` in model kwargs dicts -> `{"dtype": ...}`."""
+    if isinstance(node.key, cst.SimpleString) and string_value(node.key) == "torch_dtype" and ctx.enabled("NM203"):
+        ctx.hit("NM203")
+        return node.with_changes(key=with_string_value(node.key, "dtype"))
+    return node

@@ -1,0 +1,113 @@
+"""NM209-NM211 quantization: QLoRA -> bf16 LoRA, 8-bit/paged optimizers, k-bit preparation.
+
+Catalogue 3.6 and context rule 13 (quantization removal is coupled): bitsandbytes kernels do
+not run on Trainium, so the 4/8-bit load is dropped, the model loads in bf16, and the TODO
+NM908 above the `BitsAndBytesConfig(...)` says the memory cost changed.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.context import FileContext
+from migrate.registry import Rule, register
+from migrate.rules.base import add_kwarg, callee_name, kwarg, on, remove_arg, string_value, with_string_value
+from migrate.rules.settings import setting, through
+
+register(Rule(
+    id="NM209",
+    name="drop-bnb-quantization",
+    summary="Remove `quantization_config=`/`load_in_4bit`/`load_in_8bit` from model loads; load in bf16.",
+    rationale="bitsandbytes has no Neuron kernels. QLoRA becomes bf16 LoRA: the quantized load "
+    "arguments are removed and `dtype=torch.bfloat16` is added when no dtype is given. Weights "
+    "then take about 4x (4-bit) or 2x (8-bit) more memory, so the TODO NM908 on the config "
+    "suggests FSDP or more NeuronCores.",
+    before='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=bnb_config)\n',
+    after='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\n',
+))
+register(Rule(
+    id="NM210",
+    name="bnb-optimizer",
+    summary="8-bit and paged optimizers -> `adamw_torch`; `bnb.optim.AdamW8bit` -> `torch.optim.AdamW`.",
+    rationale="`paged_adamw_8bit`, `paged_adamw_32bit`, `adamw_bnb_8bit`, `adamw_8bit`, "
+    "`paged_lion_*` need bitsandbytes. Plain AdamW keeps the optimizer semantics; its state "
+    "takes more memory. Keywords, argparse and dataclass `optim` defaults are rewritten.",
+    before='args = TrainingArguments(output_dir="out", optim="paged_adamw_8bit")\n',
+    after='args = TrainingArguments(output_dir="out", optim="adamw_torch")\n',
+))
+register(Rule(
+    id="NM211",
+    name="kbit-preparation",
+    summary="`model = prepare_model_for_kbit_training(model, ...)` -> gradient checkpointing + input grads.",
+    rationale="On a model that is no longer quantized, peft's k-bit preparation casts every "
+    "bf16 parameter to fp32, doubling memory. What LoRA still needs from it is gradient "
+    "checkpointing (if it was on) and `enable_input_require_grads()`.",
+    before='model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)\n',
+    after='model.gradient_checkpointing_enable()\nmodel.enable_input_require_grads()\n',
+))
+
+_BNB_OPTIMS = ("paged_adamw", "adamw_bnb", "adamw_8bit", "paged_lion", "lion_8bit", "rmsprop_bnb", "paged_ademamix", "ademamix_8bit", "adamw_torch_4bit")
+
+
+def _optim(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    text = string_value(node)
+    if text is not None and text.startswith(_BNB_OPTIMS):
+        return with_string_value(node, "adamw_torch")  # type: ignore[arg-type]
+    return None
+
+
+setting("NM210", r"optim|optimizer_name|optim_name", through(_optim))
+
+_LOADERS = ("from_pretrained", "SFTTrainer", "DPOTrainer", "GRPOTrainer", "dict")
+
+
+@on("Call")
+def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
+    qualified = ctx.qualify(node.func) or ""
+    if qualified.startswith("bitsandbytes.optim.") and ctx.enabled("NM210"):
+        ctx.hit("NM210")
+        return node.with_changes(func=cst.Attribute(value=ctx.module_ref("torch.optim"), attr=cst.Name("AdamW")))
+    if callee_name(node) not in _LOADERS or not ctx.enabled("NM209"):
+        return node
+    removed = False
+    for name in ("quantization_config", "load_in_4bit", "load_in_8bit"):
+        arg = kwarg(node, name)
+        if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value in ("False", "None")):
+            node = remove_arg(node, arg)
+            removed = True
+    if not removed:
+        return node
+    ctx.hit("NM209")
+    if callee_name(node) == "from_pretrained" and kwarg(node, "dtype") is None and kwarg(node, "torch_dtype") is None:
+        torch_name = cst.Module([]).code_for_node(ctx.module_ref("torch"))
+        node = add_kwarg(node, "dtype", f"{torch_name}.bfloat16")
+    return node
+
+
+@on("SimpleStatementLine")
+def kbit_preparation(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNode:
+    if len(node.body) != 1 or not ctx.enabled("NM211"):
+        return node
+    small = node.body[0]
+    value = small.value if isinstance(small, (cst.Assign, cst.Expr)) else None
+    if not isinstance(value, cst.Call) or callee_name(value) not in ("prepare_model_for_kbit_training", "prepare_model_for_int8_training"):
+        return node
+    positional = [a for a in value.args if a.keyword is None and not a.star]
+    model_arg = kwarg(value, "model") or (positional[0] if positional else None)
+    if model_arg is None:
+        return node
+    model = cst.Module([]).code_for_node(model_arg.value)
+    use_gc = kwarg(value, "use_gradient_checkpointing")
+    gc_kwargs = kwarg(value, "gradient_checkpointing_kwargs")
+    lines = []
+    if use_gc is None or not (isinstance(use_gc.value, cst.Name) and use_gc.value.value == "False"):
+        extra = f"gradient_checkpointing_kwargs={cst.Module([]).code_for_node(gc_kwargs.value)}" if gc_kwargs else ""
+        call = f"{model}.gradient_checkpointing_enable({extra})"
+        if use_gc is not None and not isinstance(use_gc.value, cst.Name):
+            call = f"if {cst.Module([]).code_for_node(use_gc.value)}:\n    {call}"
+        lines.append(call)
+    lines.append(f"{model}.enable_input_require_grads()")
+    statements = [cst.parse_statement(line) for line in lines]
+    statements[0] = statements[0].with_changes(leading_lines=node.leading_lines)
+    ctx.hit("NM211")
+    return cst.FlattenSentinel(statements)

@@ -1,0 +1,180 @@
+"""The one traversal: a libcst transformer that runs every enabled rule hook on every node.
+
+Besides dispatching to the rule hooks (`migrate.rules.base.HOOKS`) it owns the cross-cutting
+mechanics: import tracking for name resolution, statement frames (so `# neuron-migrate: skip`
+can discard a statement's rewrites and TODO comments can be attached above it), and the use
+counting behind the generate-only data flow.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.context import FileContext, Frame
+from migrate.rules.base import HOOKS, method_of
+
+SKIP_MARKER = "neuron-migrate: skip"
+TODO_PREFIX = "# TODO(neuron-migrate "
+
+_STATEMENTS = (
+    cst.SimpleStatementLine,
+    cst.If,
+    cst.For,
+    cst.While,
+    cst.With,
+    cst.Try,
+    cst.TryStar,
+    cst.FunctionDef,
+    cst.ClassDef,
+    cst.Match,
+)
+_SCOPES = (cst.FunctionDef,)
+
+
+class MigrationTransformer(cst.CSTTransformer):
+    """Applies all rule hooks in a single pass over one module."""
+
+    def __init__(self, ctx: FileContext, track_generate: bool) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.track_generate = track_generate
+        self.elifs: set[int] = set()
+        self.todos_added = 0
+
+    # ---- visiting ----------------------------------------------------------------------
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        ctx = self.ctx
+        if isinstance(node, _STATEMENTS):
+            ctx.frames.append(Frame())
+            if isinstance(node, cst.If) and isinstance(node.orelse, cst.If):
+                self.elifs.add(id(node.orelse))
+            if isinstance(node, _SCOPES) and self.track_generate:
+                ctx.flow.push_scope()
+        elif isinstance(node, cst.Import):
+            ctx.imports.add_import(node)
+        elif isinstance(node, cst.ImportFrom):
+            ctx.imports.add_import_from(node)
+        elif isinstance(node, cst.Comment):
+            if SKIP_MARKER in node.value:
+                ctx.frames[-1].skip = True
+        elif self.track_generate:
+            self._visit_flow(node)
+        return True
+
+    def _visit_flow(self, node: cst.CSTNode) -> None:
+        flow = self.ctx.flow
+        if isinstance(node, cst.Name):
+            flow.use(node.value)
+        elif isinstance(node, cst.Call):
+            if method_of(node, "generate"):
+                flow.generate_args.update(id(a) for a in node.args)
+            elif isinstance(node.func, cst.Name) and node.func.value == "len":
+                flow.neutral += 1
+            elif method_of(node, "size"):
+                flow.neutral += 1
+        elif isinstance(node, cst.Arg) and id(node) in flow.generate_args:
+            flow.in_generate += 1
+        elif isinstance(node, cst.Attribute) and node.attr.value == "shape":
+            flow.neutral += 1
+        elif isinstance(node, cst.AssignTarget):
+            flow.target += 1
+
+    def _leave_flow(self, node: cst.CSTNode) -> None:
+        flow = self.ctx.flow
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Name) and node.func.value == "len" or method_of(node, "size"):
+                flow.neutral -= 1
+        elif isinstance(node, cst.Arg) and id(node) in flow.generate_args:
+            flow.in_generate -= 1
+        elif isinstance(node, cst.Attribute) and node.attr.value == "shape":
+            flow.neutral -= 1
+        elif isinstance(node, cst.AssignTarget):
+            flow.target -= 1
+
+    def visit_AnnAssign_target(self, node: cst.AnnAssign) -> None:
+        if self.track_generate:
+            self.ctx.flow.target += 1
+
+    def leave_AnnAssign_target(self, node: cst.AnnAssign) -> None:
+        if self.track_generate:
+            self.ctx.flow.target -= 1
+
+    # ---- leaving -----------------------------------------------------------------------
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+        ctx = self.ctx
+        if self.track_generate and not isinstance(original_node, _STATEMENTS):
+            self._leave_flow(original_node)
+        result: cst.CSTNode = updated_node
+        hooks = HOOKS.get(type(updated_node).__name__)
+        if hooks:
+            node_type = type(updated_node)
+            for hook in hooks:
+                result = hook(result, ctx)
+                if type(result) is not node_type:
+                    break
+            if ctx.pending:
+                for candidate in ctx.pending:
+                    candidate.node = result
+                ctx.frames[-1].candidates.extend(ctx.pending)
+                ctx.pending.clear()
+        if isinstance(original_node, _STATEMENTS):
+            if isinstance(original_node, _SCOPES) and self.track_generate:
+                result = self._close_scope(result)
+            return self._close_frame(original_node, result)
+        return result
+
+    def _close_scope(self, node: cst.CSTNode) -> cst.CSTNode:
+        frame = self.ctx.frames[-1]
+        node, applied = self.ctx.flow.pop_scope(node, frame.candidates)
+        for candidate in applied:
+            for rule_id in candidate.rule_ids:
+                frame.hits[rule_id] += 1
+        frame.candidates = []
+        return node
+
+    def close_module(self, module: cst.Module) -> cst.Module:
+        """Resolve the module scope's generate-only candidates (the root frame's)."""
+        if not self.track_generate:
+            return module
+        frame = self.ctx.frames[0]
+        node, applied = self.ctx.flow.pop_scope(module, frame.candidates)
+        for candidate in applied:
+            for rule_id in candidate.rule_ids:
+                frame.hits[rule_id] += 1
+        return node  # type: ignore[return-value]
+
+    def _close_frame(self, original: cst.CSTNode, updated: cst.CSTNode):
+        ctx = self.ctx
+        frame = ctx.frames.pop()
+        parent = ctx.frames[-1]
+        if frame.skip:
+            return original
+        if frame.todos and id(original) in self.elifs:
+            parent.todos.extend(t for t in frame.todos if t not in parent.todos)
+            frame.todos = []
+        if frame.todos:
+            if isinstance(updated, cst.RemovalSentinel | cst.FlattenSentinel):
+                parent.todos.extend(t for t in frame.todos if t not in parent.todos)
+            else:
+                updated, added = _attach_todos(updated, frame.todos)
+                self.todos_added += added
+        parent.merge(frame)
+        return updated
+
+
+def _attach_todos(node: cst.CSTNode, todos: list[tuple[str, str]]) -> tuple[cst.CSTNode, int]:
+    """Put `# TODO(neuron-migrate NM9xx): ...` lines above the statement, once per rule id."""
+    leading = list(getattr(node, "leading_lines", ()))
+    present = {line.comment.value.split(")")[0] for line in leading if line.comment is not None}
+    added = []
+    for rule_id, message in todos:
+        tag = f"{TODO_PREFIX}{rule_id}"
+        if tag in present:
+            continue
+        present.add(tag)
+        added.append(cst.EmptyLine(comment=cst.Comment(f"{tag}): {message}")))
+    if not added:
+        return node, 0
+    return node.with_changes(leading_lines=[*leading, *added]), len(added)
