@@ -74,7 +74,7 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
     try:
         module = cst.parse_module(data)
     except cst.ParserSyntaxError as exc:
-        return FileResult(path, "error", error=f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {exc.message}")
+        return FileResult(path, "error", error=_syntax_error(data, path, exc))
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
         return FileResult(path, "error", error=f"{path}:1: cannot decode: {exc}")
     text = data.decode(module.encoding, errors="replace")
@@ -114,6 +114,17 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
         old_text=text,
         new_text=new_text,
     )
+
+
+def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:
+    """`file:line:col: syntax error: ...`, located by CPython's parser (libcst's points later)."""
+    try:
+        compile(data, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as err:
+        return f"{path}:{err.lineno}:{err.offset or 1}: syntax error: {err.msg}; file skipped"
+    except ValueError:
+        pass
+    return f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {exc.message}; file skipped"
 
 
 def _imports_shim(module: cst.Module) -> bool:

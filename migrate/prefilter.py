@@ -20,7 +20,7 @@ _TOKENS = (
     rb"use_vllm|(?:from|import)\s+(?:vllm|deepspeed|triton|apex|unsloth|liger_kernel)\b|"
     rb"evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|"
     rb"max_prompt_length|group_by_length|use_mps_device|Trainer\(|"
-    rb"prepare_model_for_kbit_training|DistributedDataParallel|\bDDP\("
+    rb"prepare_model_for_kbit_training|DistributedDataParallel|\bDDP\(|quantization_config|max_memory\s*="
 )
 _TRIGGERS = re.compile(_TOKENS)
 _DOCTEST = re.compile(rb"[ \t]*(?:>>>|\.\.\.)")
@@ -35,7 +35,7 @@ _LITERALS = (
     b"liger_kernel", b"evaluation_strategy", b"overwrite_output_dir", b"logging_dir",
     b"warmup_ratio", b"max_seq_length", b"max_prompt_length", b"group_by_length",
     b"use_mps_device", b"Trainer(", b"prepare_model_for_kbit_training", b"DDP(",
-    b"DistributedDataParallel",
+    b"DistributedDataParallel", b"quantization_config", b"max_memory",
 )
 
 

@@ -40,6 +40,16 @@ class MigrationTransformer(cst.CSTTransformer):
         self.track_generate = track_generate
         self.elifs: set[int] = set()
         self.todos_added = 0
+        # A comment above the first statement parses as part of the module header, so a
+        # TODO put there by an earlier run is found in the header on the next run.
+        self.first_statement: int | None = None
+        self.header_tags: set[str] = set()
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        if node.body:
+            self.first_statement = id(node.body[0])
+        self.header_tags = {_tag(line.comment.value) for line in node.header if line.comment is not None}
+        return True
 
     # ---- visiting ----------------------------------------------------------------------
 
@@ -55,6 +65,8 @@ class MigrationTransformer(cst.CSTTransformer):
             ctx.imports.add_import(node)
         elif isinstance(node, cst.ImportFrom):
             ctx.imports.add_import_from(node)
+        elif isinstance(node, cst.Module):
+            self.visit_Module(node)
         elif isinstance(node, cst.Comment):
             if SKIP_MARKER in node.value:
                 ctx.frames[-1].skip = True
@@ -158,16 +170,21 @@ class MigrationTransformer(cst.CSTTransformer):
             if isinstance(updated, cst.RemovalSentinel | cst.FlattenSentinel):
                 parent.todos.extend(t for t in frame.todos if t not in parent.todos)
             else:
-                updated, added = _attach_todos(updated, frame.todos)
+                present = self.header_tags if id(original) == self.first_statement else set()
+                updated, added = _attach_todos(updated, frame.todos, present)
                 self.todos_added += added
         parent.merge(frame)
         return updated
 
 
-def _attach_todos(node: cst.CSTNode, todos: list[tuple[str, str]]) -> tuple[cst.CSTNode, int]:
+def _tag(comment: str) -> str:
+    return comment.split(")")[0]
+
+
+def _attach_todos(node: cst.CSTNode, todos: list[tuple[str, str]], header: set[str]) -> tuple[cst.CSTNode, int]:
     """Put `# TODO(neuron-migrate NM9xx): ...` lines above the statement, once per rule id."""
     leading = list(getattr(node, "leading_lines", ()))
-    present = {line.comment.value.split(")")[0] for line in leading if line.comment is not None}
+    present = {_tag(line.comment.value) for line in leading if line.comment is not None} | header
     added = []
     for rule_id, message in todos:
         tag = f"{TODO_PREFIX}{rule_id}"

@@ -15,10 +15,11 @@ from pathlib import Path
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace `path` with `data`; raises OSError (e.g. read-only) without touching the file."""
-    if not os.access(path, os.W_OK):
-        raise PermissionError(f"{path}: file is not writable")
     target = Path(os.path.realpath(path))  # write through a symlink, keep the link
     mode = stat.S_IMODE(os.stat(target).st_mode)
+    # A read-only file is the user saying "don't change this" (root would bypass the bits).
+    if not mode & stat.S_IWUSR or not os.access(target, os.W_OK):
+        raise PermissionError(f"{path}: file is not writable (read-only); left unchanged")
     directory = target.parent
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".neuron-migrate", dir=directory)
     try:

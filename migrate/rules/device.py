@@ -61,8 +61,8 @@ register(Rule(
     "would silently flip (nanoGPT turns autocast off, FastChat raises `Invalid device`). "
     "Comparisons whose other side is a device-named value or `<x>.type`/`<x>.device.type` "
     "are renamed consistently, including `\"cuda\" in device`.",
-    before='if device == "cuda":\n    dtype = "bfloat16"\ndevice_type = "cuda" if "cuda" in device else "cpu"\n',
-    after='if device == "neuron":\n    dtype = "bfloat16"\ndevice_type = "neuron" if "neuron" in device else "cpu"\n',
+    before='if device == "cuda":\n    dtype = "bfloat16"\npin = "cuda" in device\n',
+    after='if device == "neuron":\n    dtype = "bfloat16"\npin = "neuron" in device\n',
 ))
 register(Rule(
     id="NM105",
@@ -139,14 +139,14 @@ def device_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpres
     return None
 
 
-def _device_kwarg(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
-    if isinstance(node, cst.Integer) and ctx.callee == "pipeline" and ctx.enabled("NM106"):
-        ctx.hit("NM106")
+def _pipeline_ordinal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    if isinstance(node, cst.Integer) and ctx.callee == "pipeline":
         return cst.SimpleString('"neuron"')
-    return device_literal(node, ctx)
+    return None
 
 
-setting("NM102", _DEVICE_NAMES, through(_device_kwarg))
+setting("NM102", _DEVICE_NAMES, through(device_literal))
+setting("NM106", r"device", _pipeline_ordinal)
 
 
 def _per_rank(ctx: FileContext) -> cst.BaseExpression:

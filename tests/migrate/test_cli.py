@@ -1,0 +1,138 @@
+"""The CLI as a user runs it: modes, exit codes, config, discovery, and files that misbehave."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from migrate.cli import main
+
+CUDA = b'import torch\n\nif __name__ == "__main__":\n    x = torch.zeros(2).cuda()\n    torch.cuda.empty_cache()\n'
+CLEAN = b"import os\n\nprint(os.getcwd())\n"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_bytes(CUDA)
+    (tmp_path / "clean.py").write_bytes(CLEAN)
+    return tmp_path
+
+
+def test_diff_is_default_and_writes_nothing(project):
+    result = invoke(str(project))
+    assert result.exit_code == 0
+    assert '+    x = torch.zeros(2).to("neuron")' in result.stdout
+    assert "+import neuroncompat" in result.stdout
+    assert (project / "train.py").read_bytes() == CUDA
+
+
+def test_check_then_write_then_check(project):
+    assert invoke("--check", str(project)).exit_code == 1
+    result = invoke("--write", str(project))
+    assert result.exit_code == 0
+    assert "1 changed" in result.stderr
+    assert b"torch.neuron.empty_cache()" in (project / "train.py").read_bytes()
+    assert invoke("--check", str(project)).exit_code == 0
+    assert (project / "clean.py").read_bytes() == CLEAN
+
+
+def test_diff_applies_with_patch(project):
+    diff = invoke(str(project / "train.py")).stdout
+    subprocess.run(["patch", "-p1", "-s", "-d", "/"], input=diff.encode(), check=True) if project.is_absolute() else None
+    assert b'.to("neuron")' in (project / "train.py").read_bytes()
+
+
+def test_json_format(project):
+    data = json.loads(invoke("--format", "json", str(project)).stdout)
+    by_path = {Path(f["path"]).name: f for f in data["files"]}
+    assert by_path["train.py"]["status"] == "changed"
+    assert by_path["train.py"]["rewrites"] == {"NM101": 1, "NM104": 1}
+    assert by_path["clean.py"]["status"] == "unchanged"
+
+
+def test_no_shim_and_select(project):
+    out = invoke("--no-shim", "--select", "NM104", str(project)).stdout
+    assert "neuroncompat" not in out
+    assert "+    torch.neuron.empty_cache()" in out
+    assert '.to("neuron")' not in out
+
+
+def test_pyproject_config(project):
+    (project / "pyproject.toml").write_text('[tool.neuron-migrate]\nignore = ["NM101"]\nshim = false\n')
+    out = invoke(str(project)).stdout
+    assert "torch.neuron.empty_cache()" in out
+    assert '.to("neuron")' not in out and "neuroncompat" not in out
+    (project / "pyproject.toml").write_text('[tool.neuron-migrate]\nbogus = 1\n')
+    assert invoke(str(project)).exit_code == 2
+
+
+def test_default_excludes_and_gitignore(project):
+    for d in (".venv", "build", "site-packages", "generated"):
+        (project / d).mkdir()
+        (project / d / "m.py").write_bytes(CUDA)
+    (project / ".gitignore").write_text("generated/\n*_skip.py\n")
+    (project / "x_skip.py").write_bytes(CUDA)
+    data = json.loads(invoke("--format", "json", str(project)).stdout)
+    assert sorted(Path(f["path"]).name for f in data["files"]) == ["clean.py", "train.py"]
+
+
+def test_robustness_mixed_tree(tmp_path: Path):
+    """Bad files are reported and skipped; the good files are still migrated; nothing is lost."""
+    (tmp_path / "a_good.py").write_bytes(CUDA)
+    (tmp_path / "b_broken.py").write_bytes(b"import torch\ndef f(:\n    torch.cuda.empty_cache()\n")
+    latin = '# -*- coding: latin-1 -*-\r\nimport torch\r\n\r\ndef f():\r\n    print("café")\r\n    return torch.zeros(1).cuda()\r\n'.encode("latin-1")
+    (tmp_path / "c_latin1_crlf.py").write_bytes(latin)
+    bom = b'\xef\xbb\xbfimport torch\nx = torch.zeros(1).cuda()\n'
+    (tmp_path / "d_bom.py").write_bytes(bom)
+    (tmp_path / "e_empty.py").write_bytes(b"")
+    readonly = tmp_path / "f_readonly.py"
+    readonly.write_bytes(CUDA)
+    readonly.chmod(0o444)
+    script = tmp_path / "g_exec.py"
+    script.write_bytes(CUDA)
+    script.chmod(0o755)
+    (tmp_path / "loop").mkdir()
+    os.symlink(tmp_path, tmp_path / "loop" / "back")  # a symlink loop
+
+    result = invoke("--write", "--jobs", "1", str(tmp_path))
+    assert result.exit_code == 2  # the syntax error and the read-only file are errors
+    err = result.stderr
+    assert "b_broken.py:2:" in err and "syntax error" in err
+    assert "f_readonly.py" in err and "not writable" in err
+    assert (tmp_path / "b_broken.py").read_bytes().startswith(b"import torch\ndef f(:")
+    assert readonly.read_bytes() == CUDA
+    assert b'.to("neuron")' in (tmp_path / "a_good.py").read_bytes()
+    new_latin = (tmp_path / "c_latin1_crlf.py").read_bytes()
+    assert new_latin == latin.replace(b".cuda()", b'.to("neuron")')  # cookie, é, CRLF kept
+    assert (tmp_path / "d_bom.py").read_bytes() == bom.replace(b".cuda()", b'.to("neuron")')
+    assert (tmp_path / "e_empty.py").read_bytes() == b""
+    assert stat.S_IMODE(script.stat().st_mode) == 0o755
+    assert b"neuroncompat" in script.read_bytes()
+    assert not list(tmp_path.glob(".*.neuron-migrate"))  # no temp files left behind
+    readonly.chmod(0o644)
+
+
+def test_parallel_jobs_same_result(tmp_path: Path):
+    for i in range(12):
+        (tmp_path / f"s{i}.py").write_bytes(CUDA)
+    serial = json.loads(invoke("--format", "json", "-j", "1", str(tmp_path)).stdout)
+    parallel = json.loads(invoke("--format", "json", "-j", "2", str(tmp_path)).stdout)
+    assert serial == parallel
+
+
+def test_console_entry_point_runs(tmp_path: Path):
+    (tmp_path / "train.py").write_bytes(CUDA)
+    proc = subprocess.run([sys.executable, "-m", "migrate", "--check", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "1 would change" in proc.stderr
