@@ -24,7 +24,15 @@ import os
 import torch
 
 from neuroncompat.detect import detect_torch_neuronx
-from neuroncompat.simulator import autocast, compile_backend, device_module, factories, state, torch_neuronx_stub
+from neuroncompat.simulator import (
+    autocast,
+    compile_backend,
+    device_module,
+    factories,
+    pinned_memory,
+    state,
+    torch_neuronx_stub,
+)
 from neuroncompat.simulator.compile_backend import CompiledGraph, compiles, reset_compiles
 from neuroncompat.simulator.tensor import NeuronTensor
 
@@ -101,6 +109,7 @@ def enable(cores: int | None = None) -> None:
     _register_backend_once()
     state.configure(cores)
     torch_neuronx_stub.install()
+    pinned_memory.install()
     _clear_library_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
 
@@ -109,6 +118,7 @@ def disable() -> None:
     """Make the device unavailable again (its registration stays: see the module docstring)."""
     state.deconfigure()
     torch_neuronx_stub.uninstall()
+    pinned_memory.uninstall()
     _clear_library_caches()
 
 

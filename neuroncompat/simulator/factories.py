@@ -47,7 +47,21 @@ def _empty_strided(
     return NeuronTensor(elem, _index(device))
 
 
-def register(lib: torch.library.Library) -> None:
-    """Register the factory kernels on ``lib`` (an ``aten`` IMPL library kept alive by the caller)."""
-    lib.impl("empty.memory_format", _empty, "PrivateUse1")
-    lib.impl("empty_strided", _empty_strided, "PrivateUse1")
+# Ops that reach the backend key with Python dispatch excluded: ``torch.tensor(x,
+# device="neuron")`` copies its data below the Python key.
+_BELOW_PYTHON_OPS = ("_copy_from", "_copy_from_and_resize", "copy_", "_to_copy", "_local_scalar_dense")
+
+
+def _below_python(op: torch._ops.OpOverload) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return NeuronTensor.__torch_dispatch__(op, (), args, kwargs)
+
+    return kernel
+
+
+def register(aten_lib: torch.library.Library) -> None:
+    """Register the kernels on ``aten_lib`` (an ``aten`` IMPL library kept alive by the caller)."""
+    aten_lib.impl("empty.memory_format", _empty, "PrivateUse1")
+    aten_lib.impl("empty_strided", _empty_strided, "PrivateUse1")
+    for name in _BELOW_PYTHON_OPS:
+        aten_lib.impl(name, _below_python(getattr(torch.ops.aten, name).default), "PrivateUse1")

@@ -17,7 +17,6 @@ backend is the one the real backend would receive.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 import torch
@@ -70,9 +69,14 @@ class _OpInfo:
         self.write_returns = tuple(writes) if any(w is not None for w in writes) else None
 
 
-@functools.lru_cache(maxsize=None)
+_OP_INFO: dict[torch._ops.OpOverload, _OpInfo] = {}
+
+
 def _op_info(func: torch._ops.OpOverload) -> _OpInfo:
-    return _OpInfo(func)
+    info = _OP_INFO.get(func)
+    if info is None:
+        info = _OP_INFO[func] = _OpInfo(func)
+    return info
 
 
 def _device(index: int) -> torch.device:
@@ -113,6 +117,18 @@ class NeuronTensor(torch.Tensor):
     def __reduce_ex__(self, protocol: int) -> Any:
         # torch.save of a device tensor stores the CPU payload: it loads on CPU anywhere.
         return self._elem.detach().requires_grad_(self.requires_grad).__reduce_ex__(protocol)
+
+    def untyped_storage(self) -> torch.UntypedStorage:  # type: ignore[override]
+        """The payload's storage, so storage-pointer checks (tied weights, safetensors) work.
+
+        While Dynamo fakeifies inputs it must see the wrapper's own (empty) storage instead:
+        sharing the payload's storage would alias the wrapper with its inner tensor.
+        """
+        from torch._guards import TracingContext
+
+        if TracingContext.try_get() is not None:
+            return super().untyped_storage()
+        return self._elem.untyped_storage()
 
     def tolist(self) -> Any:  # type: ignore[override]
         return self._elem.tolist()

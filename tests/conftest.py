@@ -1,0 +1,65 @@
+"""Shared fixtures: offline hub, tiny local models, and the simulated Neuron device.
+
+PyTorch lets the PrivateUse1 backend be renamed once per process, so the simulator stays
+registered for the whole session once a test enables it; the ``neuron`` fixture turns it on and
+off around each test and resets what libraries cache about the device. Tests that need a
+process that never saw the device use :func:`run_python` (a subprocess).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+os.environ.pop("NEURONCOMPAT_SIMULATE", None)
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from neuroncompat.testing import build_causal_lm
+
+    return build_causal_lm(tmp_path_factory.mktemp("tiny-qwen3"), arch="qwen3")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from neuroncompat.testing import build_causal_lm
+
+    return build_causal_lm(tmp_path_factory.mktemp("tiny-llama"), arch="llama")
+
+
+def _reset_library_state() -> None:
+    import torch._dynamo
+    from accelerate.state import AcceleratorState, GradientState, PartialState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    PartialState._reset_state()
+    GradientState._reset_state()
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def neuron() -> Iterator[object]:
+    """The simulated device with 2 cores, on for the duration of one test."""
+    from neuroncompat import simulator
+
+    _reset_library_state()
+    simulator.enable(cores=2)
+    simulator.reset_compiles()
+    try:
+        yield simulator
+    finally:
+        simulator.disable()
+        simulator.reset_compiles()
+        _reset_library_state()

@@ -1,0 +1,222 @@
+"""The simulated device behaves like an accelerator to PyTorch code."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+from helpers import run_python
+
+
+def test_factories_transfers_and_device_index(neuron: object) -> None:
+    z = torch.zeros(2, 3, device="neuron")
+    assert z.device == torch.device("neuron", 0)
+    assert torch.arange(4, device="neuron:1").device == torch.device("neuron", 1)
+    assert torch.tensor([1, 2], device=torch.device("neuron", 1)).device.index == 1
+    x = torch.randn(3)
+    on_core1 = x.to("neuron:1")
+    assert on_core1.device.index == 1
+    assert (on_core1 * 2).device.index == 1
+    back = on_core1.cpu()
+    assert type(back) is torch.Tensor and back.device.type == "cpu"
+    assert torch.equal(back, x)
+    assert on_core1.sum().item() == pytest.approx(x.sum().item())
+    assert on_core1.tolist() == x.tolist()
+
+
+def test_views_and_in_place_ops_alias(neuron: object) -> None:
+    base = torch.zeros(2, 3, device="neuron")
+    view = base.view(-1)
+    view.add_(1)
+    base[0, 0] = 5
+    assert base.cpu().tolist() == [[5.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+    assert view.cpu()[0].item() == 5.0
+    out = torch.empty(3, device="neuron")
+    result = torch.add(torch.ones(3, device="neuron"), 1, out=out)
+    assert result is out and out.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_autograd_and_optimizer_step_match_cpu(neuron: object) -> None:
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
+    dev_model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
+    dev_model.load_state_dict(cpu_model.state_dict())
+    dev_model.to("neuron")
+    assert all(p.device.type == "neuron" and isinstance(p, torch.nn.Parameter) for p in dev_model.parameters())
+    data = torch.randn(5, 4)
+    for model, x in ((cpu_model, data), (dev_model, data.to("neuron"))):
+        opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+        model(x).pow(2).mean().backward()
+        opt.step()
+    for a, b in zip(cpu_model.parameters(), dev_model.parameters()):
+        assert b.grad is not None and b.grad.device.type == "neuron"
+        assert torch.allclose(a, b.cpu())
+
+
+def test_mixing_devices_fails_as_on_hardware(neuron: object) -> None:
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*neuron:0 and cpu"):
+        torch.ones(3, device="neuron") + torch.ones(3)
+    with pytest.raises(RuntimeError, match="neuron:0 and neuron:1"):
+        torch.ones(3, device="neuron:0") + torch.ones(3, device="neuron:1")
+    # A CPU scalar and host-side indices are fine, as on CUDA.
+    t = torch.arange(5, device="neuron")
+    assert (t * torch.tensor(2)).cpu().tolist() == [0, 2, 4, 6, 8]
+    assert t[torch.tensor([0, 4])].cpu().tolist() == [0, 4]
+    with pytest.raises(TypeError, match="Use Tensor.cpu"):
+        t.numpy()
+
+
+def test_save_load_lands_on_cpu(neuron: object) -> None:
+    weights = torch.nn.Linear(3, 2).to("neuron").state_dict()
+    buffer = io.BytesIO()
+    torch.save(weights, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    for name, value in loaded.items():
+        assert value.device.type == "cpu"
+        assert torch.equal(value, weights[name].cpu())
+
+
+def test_torch_neuron_module(neuron: object) -> None:
+    assert torch.neuron.is_available() and torch.neuron.device_count() == 2
+    assert torch.neuron.current_device() == 0
+    torch.neuron.set_device(1)
+    try:
+        assert torch.empty(1, device="neuron").device.index == 1
+        assert torch.neuron.current_device() == 1
+    finally:
+        torch.neuron.set_device(0)
+    props = torch.neuron.get_device_properties(0)
+    assert props.total_memory > 0 and "NeuronCore" in props.name
+    assert torch.neuron.get_device_name(1) == props.name
+    assert torch.neuron.is_bf16_supported()
+    assert not hasattr(torch.neuron, "mem_get_info"), "torch-neuronx has no mem_get_info (transformers #47029)"
+    torch.neuron.synchronize()
+    torch.neuron.empty_cache()
+    with pytest.raises(RuntimeError, match="not a valid device"):
+        torch.neuron.set_device(7)
+
+
+def test_memory_stats_follow_live_tensors(neuron: object) -> None:
+    torch.neuron.reset_peak_memory_stats()
+    before = torch.neuron.memory_allocated()
+    t = torch.empty(1024, 1024, device="neuron")  # 4 MiB
+    assert torch.neuron.memory_allocated() - before == 4 * 1024 * 1024
+    view = t[:10]
+    assert torch.neuron.memory_allocated() - before == 4 * 1024 * 1024, "a view allocates nothing"
+    del t, view
+    assert torch.neuron.memory_allocated() == before
+    assert torch.neuron.max_memory_allocated() >= before + 4 * 1024 * 1024
+
+
+def test_rng_is_per_device_and_seeded_by_manual_seed(neuron: object) -> None:
+    torch.manual_seed(123)
+    a = torch.randn(4, device="neuron").cpu()
+    dropped = torch.nn.functional.dropout(torch.ones(64, device="neuron"), 0.5).cpu()
+    torch.manual_seed(123)
+    assert torch.equal(torch.randn(4, device="neuron").cpu(), a)
+    assert torch.equal(torch.nn.functional.dropout(torch.ones(64, device="neuron"), 0.5).cpu(), dropped)
+    state = torch.neuron.get_rng_state()
+    cpu_state = torch.get_rng_state()
+    first = torch.rand(3, device="neuron").cpu()
+    assert torch.equal(torch.get_rng_state(), cpu_state), "device draws must not advance the CPU generator"
+    torch.neuron.set_rng_state(state)
+    assert torch.equal(torch.rand(3, device="neuron").cpu(), first)
+    assert len(torch.neuron.get_rng_state_all()) == 2
+
+
+def test_autocast_lowers_matmuls_only(neuron: object) -> None:
+    a = torch.randn(4, 8, device="neuron")
+    w = torch.nn.Linear(8, 8).to("neuron")
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        assert (a @ a.T).dtype == torch.bfloat16
+        assert w(a).dtype == torch.bfloat16
+        assert torch.softmax(a, -1).dtype == torch.float32
+        assert (a + 1).dtype == torch.float32
+    assert (a @ a.T).dtype == torch.float32
+
+
+def test_compile_backend_records_static_then_dynamic_graph(neuron: object) -> None:
+    import torch._dynamo
+
+    model = torch.nn.Linear(4, 4).to("neuron")
+    compiled = torch.compile(model, backend="neuron")
+    for rows in (4, 8, 16):
+        compiled(torch.randn(rows, 4, device="neuron"))
+    graphs = neuron.compiles()
+    assert [g.dynamic for g in graphs] == [False, True]
+    assert graphs[1].rejected and not graphs[0].rejected
+    assert any(spec.shape and isinstance(spec.shape[0], str) for spec in graphs[1].inputs)
+
+    torch._dynamo.reset()
+    neuron.reset_compiles()
+    with torch._dynamo.config.patch(automatic_dynamic_shapes=False):
+        compiled = torch.compile(model, backend="neuron")
+        for rows in (4, 8, 16):
+            compiled(torch.randn(rows, 4, device="neuron"))
+    graphs = neuron.compiles()
+    assert [g.dynamic for g in graphs] == [False, False, False]
+    assert [g.inputs[-1].shape for g in graphs] == [(4, 4), (8, 4), (16, 4)]
+    assert graphs[0].trigger.endswith("(test_compile_backend_records_static_then_dynamic_graph)")
+
+
+def test_disable_makes_device_unavailable_to_libraries(neuron: object) -> None:
+    from accelerate.utils import is_neuron_available
+    from transformers.utils import is_torch_neuron_available
+
+    assert is_torch_neuron_available() and is_neuron_available()
+    neuron.disable()
+    assert not torch.neuron.is_available()
+    assert not is_torch_neuron_available() and not is_neuron_available()
+    neuron.enable(cores=2)
+    assert is_torch_neuron_available()
+
+
+def test_env_var_enables_it_at_import() -> None:
+    result = run_python(
+        """
+        import neuroncompat, torch
+        print(torch.neuron.device_count(), torch.ones(1, device="neuron").device)
+        """,
+        env={"NEURONCOMPAT_SIMULATE": "1", "NEURONCOMPAT_SIMULATE_CORES": "4"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["4", "neuron:0"]
+
+
+def _fake_torch_neuronx(root, body: str, requires: str = "") -> None:
+    pkg = root / "torch_neuronx"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(body)
+    info = root / "torch_neuronx-2.13.3.0.dist-info"
+    info.mkdir()
+    meta = "Metadata-Version: 2.1\nName: torch-neuronx\nVersion: 2.13.3.0\n" + requires
+    (info / "METADATA").write_text(meta)
+
+
+def test_refuses_where_real_torch_neuronx_is_installed(tmp_path) -> None:
+    _fake_torch_neuronx(tmp_path, "# TorchNeuron\n")
+    result = run_python(
+        "from neuroncompat import simulator; simulator.enable()",
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert result.returncode != 0
+    assert "refusing to simulate Neuron: a real torch-neuronx is installed (native, 2.13.3.0)" in result.stderr
+
+
+def test_pypi_placeholder_is_detected_not_imported(tmp_path) -> None:
+    _fake_torch_neuronx(tmp_path, 'raise ImportError("WRONG PACKAGE: install torch-neuronx from the AWS repository")\n')
+    result = run_python(
+        """
+        from neuroncompat.detect import detect_torch_neuronx
+        from neuroncompat import simulator
+        print(detect_torch_neuronx().kind)
+        simulator.enable()
+        print(detect_torch_neuronx().kind)
+        """,
+        env={"PYTHONPATH": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["placeholder", "simulated"]
