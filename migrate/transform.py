@@ -40,6 +40,7 @@ class MigrationTransformer(cst.CSTTransformer):
         self.track_generate = track_generate
         self.elifs: set[int] = set()
         self.todos_added = 0
+        self.not_variables: set[int] = set()  # ids of Name nodes that are attributes/keywords
         # A comment above the first statement parses as part of the module header, so a
         # TODO put there by an earlier run is found in the header on the next run.
         self.first_statement: int | None = None
@@ -77,7 +78,12 @@ class MigrationTransformer(cst.CSTTransformer):
     def _visit_flow(self, node: cst.CSTNode) -> None:
         flow = self.ctx.flow
         if isinstance(node, cst.Name):
-            flow.use(node.value)
+            if id(node) not in self.not_variables:
+                flow.use(node.value)
+        elif isinstance(node, cst.Attribute):
+            self.not_variables.add(id(node.attr))  # `x.input_ids`: `input_ids` is no variable
+            if node.attr.value == "shape":
+                flow.neutral += 1
         elif isinstance(node, cst.Call):
             if method_of(node, "generate"):
                 flow.generate_args.update(id(a) for a in node.args)
@@ -85,10 +91,11 @@ class MigrationTransformer(cst.CSTTransformer):
                 flow.neutral += 1
             elif method_of(node, "size"):
                 flow.neutral += 1
-        elif isinstance(node, cst.Arg) and id(node) in flow.generate_args:
-            flow.in_generate += 1
-        elif isinstance(node, cst.Attribute) and node.attr.value == "shape":
-            flow.neutral += 1
+        elif isinstance(node, cst.Arg):
+            if node.keyword is not None:
+                self.not_variables.add(id(node.keyword))
+            if id(node) in flow.generate_args:
+                flow.in_generate += 1
         elif isinstance(node, cst.AssignTarget):
             flow.target += 1
 

@@ -78,14 +78,19 @@ def add_kwarg(call: cst.Call, name: str, value: str) -> cst.Call:
     last = args[-1]
     comma = last.comma
     if isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
-        # multi-line with a trailing comma: copy the layout of the last argument
+        # One argument per line with a trailing comma: the new argument goes on its own line
+        # with the indentation the other arguments use; the last comma (newline + the
+        # closing paren's indentation) moves to the new argument.
+        if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
+            separator = args[-2].comma.whitespace_after
+        else:
+            separator = call.whitespace_before_args
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=separator))
         args.append(new.with_changes(comma=comma))
         return call.with_changes(args=args)
-    if isinstance(comma, cst.Comma):
-        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        args.append(new.with_changes(comma=comma.with_changes(whitespace_after=comma.whitespace_after)))
-        return call.with_changes(args=args)
     args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    if isinstance(comma, cst.Comma):  # a trailing comma on one line stays trailing
+        new = new.with_changes(comma=comma)
     args.append(new)
     return call.with_changes(args=args)
 

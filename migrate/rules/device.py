@@ -99,7 +99,7 @@ register(Rule(
     after='pipe = pipeline("text-generation", model="gpt2", device="neuron")\n',
 ))
 
-_DEVICE_NAMES = r"(?i)device|dev|\w+_device|device_(?:type|str|name)|map_location"
+_DEVICE_NAMES = r"(?i)device|dev|\w+_device|device_(?:type|str|name)"
 _DEVICE_VALUE_NAMES = re.compile(r"(?i)device|dev|\w+_device|device_(?:type|str|name)")
 _ORDINAL_NAMES = re.compile(r"(?:ddp_)?(?:local_)?rank|gpu_id|gpu|device_id|(?:local_)?process_index|gpu_index")
 _CUDA = re.compile(r"cuda(:\d+)?")
@@ -146,7 +146,18 @@ def _pipeline_ordinal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExp
 
 
 setting("NM102", _DEVICE_NAMES, through(device_literal))
-setting("NM106", r"device", _pipeline_ordinal)
+
+
+def _map_location(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    """Checkpoints load to CPU; `load_state_dict` then copies into the model wherever it is."""
+    if device_literal(node, ctx) is not None:
+        assert isinstance(node, cst.SimpleString)
+        return with_string_value(node, "cpu")
+    return None
+
+
+setting("NM102", r"map_location", through(_map_location), assign=False)
+setting("NM106", r"device", through(_pipeline_ordinal))
 
 
 def _per_rank(ctx: FileContext) -> cst.BaseExpression:
@@ -167,11 +178,13 @@ def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpressio
             return with_string_value(node, "neuron" + text[4:])
         return None
     if isinstance(node, cst.Integer):
-        return cst.SimpleString(f'"neuron:{node.value}"')
+        return _per_rank(ctx) if ctx.facts.multi_process else cst.SimpleString(f'"neuron:{node.value}"')
     if isinstance(node, cst.Dict) and len(node.elements) == 1:
         element = node.elements[0]
         if isinstance(element, cst.DictElement) and string_value(element.key) == "":
             value = element.value
+            if isinstance(value, cst.Integer) and ctx.facts.multi_process:
+                return _per_rank(ctx)  # a hard-coded 0 under torchrun would put every rank on core 0
             if isinstance(value, cst.Integer):
                 new: cst.BaseExpression = cst.SimpleString(f'"neuron:{value.value}"')
             elif isinstance(value, (cst.SimpleString, cst.FormattedString)):
@@ -231,6 +244,13 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             if name is not None and _ORDINAL_NAMES.fullmatch(name):
                 ctx.hit("NM106")
                 return replace_arg(node, arg, arg.with_changes(value=_fstring("neuron:", value)))
+        return node
+    if method_of(node, "startswith") and ctx.enabled("NM103") and isinstance(func, cst.Attribute) and _is_device_side(func.value):
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        text = string_value(positional[0].value) if positional else None
+        if text is not None and text.startswith("cuda") and isinstance(positional[0].value, cst.SimpleString):
+            ctx.hit("NM103")
+            return replace_arg(node, positional[0], positional[0].with_changes(value=with_string_value(positional[0].value, "neuron" + text[4:])))
         return node
     if callee_name(node) == "pipeline" and ctx.enabled("NM107") and ctx.qualify(func) in (None, "transformers.pipeline"):
         if kwarg(node, "device") or kwarg(node, "device_map") or has_star_kwargs(node):

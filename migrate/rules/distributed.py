@@ -70,7 +70,7 @@ def distributed_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
                 ctx.hit("NM402")
         return node
     ddp_backend = kwarg(node, "ddp_backend")
-    if ddp_backend is not None and string_value(ddp_backend.value) == "nccl" and ctx.enabled("NM403") and (callee_name(node) or "").endswith(("Arguments", "Config")):
+    if ddp_backend is not None and through(_nccl)(ddp_backend.value, ctx) is not None and ctx.enabled("NM403") and (callee_name(node) or "").endswith(("Arguments", "Config")):
         ctx.hit("NM403")
         return remove_arg(node, ddp_backend)
     return node

@@ -88,7 +88,7 @@ def _float16(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression |
     return None
 
 
-setting("NM202", _FP16_DTYPE_KWARGS, through(_float16))
+setting("NM202", _FP16_DTYPE_KWARGS, through(_float16), assign=False)  # context rule 11
 
 
 def _mixed(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
@@ -150,29 +150,33 @@ def _fp16_flags(node: cst.Call, ctx: FileContext) -> cst.Call:
 
 
 def _autocast(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpression:
-    args = list(node.args)
-    device_arg = kwarg(node, "device_type")
-    positional = [a for a in args if a.keyword is None and not a.star]
+    """`torch.cuda.amp.autocast(...)` is rebuilt; other forms keep their shape and gain a dtype."""
+    bf16 = f"{_code(ctx.module_ref('torch'))}.bfloat16"
     if qualified == "torch.cuda.amp.autocast":
-        pass
-    elif device_arg is not None and string_value(device_arg.value) == "cuda":
-        args = [a for a in args if a is not device_arg]
-    elif positional and string_value(positional[0].value) == "cuda":
-        args = [a for a in args if a is not positional[0]]
-    else:
-        return node
-    ctx.hit("NM204")
-    dtype = next((a for a in args if a.keyword is not None and a.keyword.value == "dtype"), None)
-    rest = [a for a in args if a is not dtype]
-    bf16 = cst.Attribute(value=ctx.module_ref("torch"), attr=cst.Name("bfloat16"))
-    new_args = [
-        cst.Arg(cst.SimpleString('"neuron"'), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-        cst.Arg(bf16, keyword=cst.Name("dtype"), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))),
-    ]
-    if rest:
-        new_args[-1] = new_args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        rest[-1] = rest[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    return node.with_changes(func=cst.Attribute(value=ctx.module_ref("torch"), attr=cst.Name("autocast")), args=[*new_args, *rest])
+        ctx.hit("NM204")
+        args = [a for a in node.args if not (a.keyword is not None and a.keyword.value == "dtype")]
+        new = cst.parse_expression(f'{_code(ctx.module_ref("torch"))}.autocast("neuron", dtype={bf16})')
+        assert isinstance(new, cst.Call)
+        for arg in args:
+            if arg.keyword is not None:
+                new = add_kwarg(new, arg.keyword.value, _code(arg.value))
+        return new
+    device = kwarg(node, "device_type")
+    positional = [a for a in node.args if a.keyword is None and not a.star]
+    arg = device or (positional[0] if positional else None)
+    if arg is None or string_value(arg.value) not in ("cuda", "neuron"):
+        return node  # a device variable (`accelerator.device.type`) is already portable
+    changed = False
+    if string_value(arg.value) == "cuda":
+        assert isinstance(arg.value, cst.SimpleString)
+        node = replace_arg(node, arg, arg.with_changes(value=with_string_value(arg.value, "neuron")))
+        changed = True
+    if kwarg(node, "dtype") is None:
+        node = add_kwarg(node, "dtype", bf16)
+        changed = True
+    if changed:
+        ctx.hit("NM204")
+    return node
 
 
 def _scaler(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpression:

@@ -11,8 +11,9 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule, register
-from migrate.rules.base import add_kwarg, callee_name, kwarg, on, remove_arg, string_value, with_string_value
+from migrate.rules.base import add_kwarg, callee_name, has_star_kwargs, kwarg, on, remove_arg, string_value, with_string_value
 from migrate.rules.settings import setting, through
+from migrate.rules.todo_messages import MESSAGES
 
 register(Rule(
     id="NM209",
@@ -75,12 +76,28 @@ def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value in ("False", "None")):
             node = remove_arg(node, arg)
             removed = True
+            if name != "quantization_config" and ctx.enabled("NM908"):
+                ctx.todo("NM908", MESSAGES["NM908"])  # no BitsAndBytesConfig carries the TODO
     if not removed:
         return node
     ctx.hit("NM209")
-    if callee_name(node) == "from_pretrained" and kwarg(node, "dtype") is None and kwarg(node, "torch_dtype") is None:
+    if (
+        callee_name(node) == "from_pretrained"
+        and kwarg(node, "dtype") is None
+        and kwarg(node, "torch_dtype") is None
+        and not has_star_kwargs(node)  # `**kwargs` may already carry a dtype
+    ):
         torch_name = cst.Module([]).code_for_node(ctx.module_ref("torch"))
         node = add_kwarg(node, "dtype", f"{torch_name}.bfloat16")
+    return node
+
+
+@on("Attribute")
+def bnb_optimizer_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
+    """`optimizer_cls = bnb.optim.AdamW8bit` (diffusers) -> `torch.optim.AdamW`."""
+    if node.attr.value.endswith(("8bit", "32bit")) and ctx.enabled("NM210") and (ctx.qualify(node) or "").startswith("bitsandbytes.optim."):
+        ctx.hit("NM210")
+        return cst.Attribute(value=ctx.module_ref("torch.optim"), attr=cst.Name("AdamW"))
     return node
 
 

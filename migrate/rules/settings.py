@@ -34,14 +34,15 @@ class Setting:
     names: re.Pattern[str]
     rewrite: Rewriter
     kwargs: bool = True  # also apply to call keywords (False where a kwarg needs context)
+    assign: bool = True  # also apply to assignments, dataclass fields and argparse defaults
 
 
 SETTINGS: list[Setting] = []
 
 
-def setting(rule_id: str, names: str, rewrite: Rewriter, kwargs: bool = True) -> None:
+def setting(rule_id: str, names: str, rewrite: Rewriter, kwargs: bool = True, assign: bool = True) -> None:
     """Register a named setting owned by `rule_id`."""
-    SETTINGS.append(Setting(rule_id, re.compile(names), rewrite, kwargs))
+    SETTINGS.append(Setting(rule_id, re.compile(names), rewrite, kwargs, assign))
 
 
 def through(rewrite: Callable[[cst.BaseExpression, FileContext], "cst.BaseExpression | None"]) -> Rewriter:
@@ -67,7 +68,9 @@ def _apply(name: str | None, value: cst.BaseExpression, ctx: FileContext, keywor
     if name is None:
         return None, None
     for s in SETTINGS:
-        if (keyword and not s.kwargs) or not s.names.fullmatch(name) or not ctx.enabled(s.rule_id):
+        if (keyword and not s.kwargs) or (not keyword and not s.assign):
+            continue
+        if not s.names.fullmatch(name) or not ctx.enabled(s.rule_id):
             continue
         new = s.rewrite(value, ctx)
         if new is not None:

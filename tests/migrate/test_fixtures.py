@@ -1,0 +1,45 @@
+"""Golden fixtures: realistic CUDA scripts and their reviewed migrations, compared exactly."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from migrate.cli import main
+from migrate.engine import migrate_source
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cuda"
+CASES = sorted(p for p in FIXTURES.glob("*.py") if not p.name.endswith(".expected.py"))
+
+
+def test_there_are_enough_fixtures():
+    assert len(CASES) >= 15
+
+
+@pytest.mark.parametrize("source", CASES, ids=[p.stem for p in CASES])
+def test_fixture(source: Path):
+    expected = source.with_name(source.stem + ".expected.py").read_bytes()
+    result = migrate_source(source.read_bytes(), str(source))
+    assert result.status == "changed", result.error
+    assert result.new.decode() == expected.decode()
+    ast.parse(result.new)
+    again = migrate_source(result.new, str(source))
+    assert again.status == "unchanged", "a second run must change nothing"
+
+
+def test_check_write_check_over_all_fixtures(tmp_path: Path):
+    work = tmp_path / "scripts"
+    work.mkdir()
+    for source in CASES:
+        shutil.copy(source, work / source.name)
+    runner = CliRunner()
+    assert runner.invoke(main, ["--check", "-j", "1", str(work)]).exit_code == 1
+    assert runner.invoke(main, ["--write", "-j", "1", str(work)]).exit_code == 0
+    for source in CASES:
+        expected = source.with_name(source.stem + ".expected.py").read_bytes()
+        assert (work / source.name).read_bytes() == expected
+    assert runner.invoke(main, ["--check", "-j", "1", str(work)]).exit_code == 0
