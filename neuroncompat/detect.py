@@ -14,7 +14,6 @@ milliseconds and works before torch is imported.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import sys
 from dataclasses import dataclass
@@ -37,9 +36,11 @@ class Detection:
 
 
 def _requires_torch_xla() -> bool:
+    from importlib import metadata
+
     try:
-        requires = importlib.metadata.requires("torch-neuronx") or []
-    except importlib.metadata.PackageNotFoundError:
+        requires = metadata.requires("torch-neuronx") or []
+    except metadata.PackageNotFoundError:
         return False
     return any(r.replace("_", "-").lower().startswith("torch-xla") for r in requires)
 
@@ -55,9 +56,11 @@ def detect_torch_neuronx() -> Detection:
         return Detection("absent", None, f"torch_neuronx cannot be located: {exc}")
     if spec is None:
         return Detection("absent", None, "torch_neuronx is not installed")
+    from importlib import metadata  # only now: it costs ~15 ms, and most machines stop above
+
     try:
-        version: str | None = importlib.metadata.version("torch-neuronx")
-    except importlib.metadata.PackageNotFoundError:
+        version: str | None = metadata.version("torch-neuronx")
+    except metadata.PackageNotFoundError:
         version = None
     origin = spec.origin or ""
     if origin.endswith(".py"):

@@ -1,0 +1,54 @@
+"""``neuroncompat doctor``: what this machine has, and what the shim does about it."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+
+from neuroncompat import shim
+
+_LIBRARIES = ("torch", "torch-neuronx", "torch-xla", "transformers", "trl", "accelerate", "peft", "libcst")
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _import_patch_targets() -> None:
+    """Import what the patches target, so each reports applied or stood-down, not waiting."""
+    import importlib
+
+    from neuroncompat.patches import PATCH_TYPES
+
+    for cls in PATCH_TYPES:
+        for name in cls.targets:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+
+
+def report() -> list[str]:
+    """The doctor's report as lines of text."""
+    found = shim.detection()
+    lines = [
+        f"Neuron: {'yes' if found.kind in ('native', 'simulated') else 'no'} ({found.reason})",
+        f"torch-neuronx kind: {found.kind}" + (f" {found.version}" if found.version else ""),
+        f"NEURON_RT_VISIBLE_CORES: {os.environ.get('NEURON_RT_VISIBLE_CORES', '(unset: all cores)')}",
+        f"NEURON_LOGICAL_NC_CONFIG: {os.environ.get('NEURON_LOGICAL_NC_CONFIG', '(unset: LNC=2)')}",
+    ]
+    if found.kind in ("native", "simulated"):
+        import torch
+
+        lines.append(f"visible NeuronCores: {torch.neuron.device_count()}")
+        _import_patch_targets()
+    lines.append("libraries:")
+    lines.extend(f"  {dist:<14} {_version(dist)}" for dist in _LIBRARIES)
+    lines.append("patches (NEURONCOMPAT_DISABLE=id,... turns one off):")
+    for status in shim.status().values():
+        detail = f" — {status.detail}" if status.detail else ""
+        lines.append(f"  {status.id:<16} {status.state:<11} {status.reason}{detail}")
+    return lines

@@ -1,0 +1,87 @@
+"""Post-import hooks: run a callback right after a module finishes importing.
+
+The shim must not import torch or transformers itself (``import neuroncompat`` stays cheap and
+order-independent), yet it must patch them. A callback registered for a module runs at once if
+the module is already imported, otherwise right after its first import completes, through a
+finder placed at the front of ``sys.meta_path``.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import threading
+from types import ModuleType
+from typing import Callable, Sequence
+
+Callback = Callable[[ModuleType], None]
+
+_callbacks: dict[str, list[Callback]] = {}
+_resolving: set[str] = set()
+_lock = threading.RLock()
+
+
+class _PostImportFinder(importlib.abc.MetaPathFinder):
+    """Finds watched modules with the other finders, then wraps their ``exec_module``."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in _callbacks or fullname in _resolving:
+            return None
+        _resolving.add(fullname)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            _resolving.discard(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_fire(module: ModuleType) -> None:
+            exec_module(module)
+            _fire(fullname, module)
+
+        spec.loader.exec_module = exec_then_fire  # type: ignore[method-assign]
+        return spec
+
+
+_finder = _PostImportFinder()
+
+
+def _fire(name: str, module: ModuleType) -> None:
+    with _lock:
+        callbacks = _callbacks.pop(name, [])
+    for callback in callbacks:
+        callback(module)
+    _uninstall_if_idle()
+
+
+def _uninstall_if_idle() -> None:
+    with _lock:
+        if not _callbacks and _finder in sys.meta_path:
+            sys.meta_path.remove(_finder)
+
+
+def when_imported(name: str, callback: Callback) -> None:
+    """Call ``callback(module)`` now if ``name`` is imported, else right after it is."""
+    module = sys.modules.get(name)
+    if module is not None and getattr(module, "__spec__", None) is not None and not _initializing(module):
+        callback(module)
+        return
+    with _lock:
+        _callbacks.setdefault(name, []).append(callback)
+        if _finder not in sys.meta_path:
+            sys.meta_path.insert(0, _finder)
+
+
+def _initializing(module: ModuleType) -> bool:
+    spec = getattr(module, "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
+def cancel_all() -> None:
+    """Forget every pending callback (used by ``neuroncompat.revert``)."""
+    with _lock:
+        _callbacks.clear()
+    _uninstall_if_idle()

@@ -1,0 +1,11 @@
+"""The runtime patches, one module per gap (see each module's docstring for its evidence)."""
+
+from __future__ import annotations
+
+from neuroncompat.patch import Patch
+from neuroncompat.patches.async_load import AsyncLoad
+from neuroncompat.patches.device_map import DeviceMap
+from neuroncompat.patches.dynamic_shapes import DynamicShapes
+from neuroncompat.patches.static_cache import StaticCache
+
+PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes)

@@ -1,0 +1,102 @@
+"""``device_map``: "auto" and friends resolve to the rank-local NeuronCore, not the CPU.
+
+Gap: ``from_pretrained(device_map="auto")`` asks accelerate's ``get_max_memory``, which has no
+Neuron branch: the only device it finds is ``cpu``, so the model loads to the CPU with no
+message (research/neuron_gaps.md §3.1). TRL's trainers pass ``device_map="auto"`` themselves on
+Neuron (``create_model_from_path``), also under torchrun.
+
+Fix: wrap ``PreTrainedModel.from_pretrained`` (every model class, ``pipeline(device_map=...)``
+and TRL go through it). "auto"/"balanced"/"balanced_low_0"/"sequential" become
+``{"": neuron:LOCAL_RANK}``. An explicit dict, a device, or ``max_memory`` is left alone.
+With ``NEURONCOMPAT_DEVICE_MAP=balanced`` a single process may instead spread one model over the
+visible cores: accelerate's ``get_max_memory`` then reports each NeuronCore. Stands down when
+accelerate's ``get_max_memory`` learns about Neuron.
+
+Example::
+
+    model = AutoModelForCausalLM.from_pretrained(path, device_map="auto")
+    # before: every parameter on cpu      after: every parameter on neuron:0 (rank 0)
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from types import ModuleType
+from typing import Any, Callable
+
+from neuroncompat.patch import Patch
+
+AUTO_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+SPREAD_ENV = "NEURONCOMPAT_DEVICE_MAP"
+# Headroom left on each core when spreading a model, as accelerate leaves on GPUs.
+_SPREAD_FRACTION = 0.9
+
+
+def _spread_requested() -> bool:
+    return os.environ.get(SPREAD_ENV, "").strip().lower() == "balanced"
+
+
+class DeviceMap(Patch):
+    id = "device_map"
+    reason = 'device_map="auto" silently loads to CPU on Neuron: resolve it to the rank-local NeuronCore'
+    targets = ("transformers.modeling_utils",)
+
+    def patch_module(self, name: str, module: ModuleType) -> bool:
+        import accelerate.utils.modeling as acc_modeling
+
+        if "neuron" in inspect.getsource(acc_modeling.get_max_memory):
+            return False
+        if _spread_requested():
+            self._patch_max_memory(acc_modeling)
+        cls = module.PreTrainedModel
+        original = cls.__dict__["from_pretrained"].__func__
+        self.replace(cls, "from_pretrained", classmethod(self._wrap_from_pretrained(original)))
+        return True
+
+    def _wrap_from_pretrained(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        patch = self
+
+        @functools.wraps(original)
+        def from_pretrained(cls: type, *args: Any, **kwargs: Any) -> Any:
+            device_map = kwargs.get("device_map")
+            if isinstance(device_map, str) and device_map in AUTO_STRATEGIES and kwargs.get("max_memory") is None:
+                from neuroncompat.device import local_neuron_device, neuron_available
+
+                if neuron_available() and not _spread_requested():
+                    device = local_neuron_device()
+                    kwargs["device_map"] = {"": device}
+                    patch.changed(
+                        'device_map="%s" -> {"": "%s"} (rank-local NeuronCore; accelerate would place it on CPU)',
+                        device_map,
+                        device,
+                    )
+            return original(cls, *args, **kwargs)
+
+        from_pretrained.__neuroncompat__ = True  # type: ignore[attr-defined]
+        return from_pretrained
+
+    def _patch_max_memory(self, acc_modeling: ModuleType) -> None:
+        """Opt-in: report every visible NeuronCore to accelerate so "auto" can split a model."""
+        import sys
+
+        original = acc_modeling.get_max_memory
+        patch = self
+
+        @functools.wraps(original)
+        def get_max_memory(max_memory: dict | None = None) -> dict:
+            result = original(max_memory)
+            if max_memory is None and not any(isinstance(k, int) for k in result):
+                import torch
+
+                cores = {i: int(torch.neuron.get_device_properties(i).total_memory * _SPREAD_FRACTION) for i in range(torch.neuron.device_count())}
+                result = {**cores, **result}
+                patch.changed("%s=balanced: accelerate sees NeuronCores %s", SPREAD_ENV, sorted(cores))
+            return result
+
+        self.replace(acc_modeling, "get_max_memory", get_max_memory)
+        for alias_module, attr in (("accelerate.utils", "get_max_memory"), ("transformers.integrations.accelerate", "accelerate_max_memory")):
+            module = sys.modules.get(alias_module)
+            if module is not None and getattr(module, attr, None) is original:
+                self.replace(module, attr, get_max_memory)

@@ -1,0 +1,78 @@
+"""``dynamic_shapes``: Dynamo's automatic dynamic shapes off, so every graph is one Neuron can compile.
+
+Gap (TRL #7660): with ``torch.compile(dynamic=None)`` (the default) Dynamo marks a dimension
+dynamic the second time it sees a new size, and the Neuron backend rejects graphs with symbolic
+shapes ("dynamic=True is rejected during compilation"). transformers 5.23's Trainer passes
+``dynamic=False`` for the neuron backend, but user ``torch.compile`` calls and ``CompileConfig``
+still default to ``dynamic=None`` (research/neuron_gaps.md §3.4).
+
+Fix: ``torch._dynamo.config.automatic_dynamic_shapes = False`` (set when ``torch._dynamo`` is
+imported) and ``TORCH_DYNAMO_AUTOMATIC_DYNAMIC_SHAPES=0`` for child processes. A value the user
+set in the environment is kept (with a warning if it enables dynamic shapes). Calls that ask for
+``dynamic=True`` (``torch.compile``, ``CompileConfig``) get a warning: Neuron will reject them.
+
+Example::
+
+    compiled = torch.compile(model, backend="neuron")
+    for n in (4, 8, 16): compiled(x[:n])   # three static graphs, not a static then a dynamic one
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from types import ModuleType
+from typing import Any, Callable
+
+from neuroncompat.patch import Patch
+
+ENV = "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_SHAPES"
+_FALSE = ("0", "false", "no", "off")
+
+
+class DynamicShapes(Patch):
+    id = "dynamic_shapes"
+    reason = "Dynamo automatic dynamic shapes produce graphs Neuron rejects (TRL #7660): keep shapes static"
+    targets = ("torch._dynamo.config", "torch", "transformers.generation.configuration_utils")
+
+    def activate(self) -> None:
+        self._user_env = os.environ.get(ENV)
+        if self._user_env is None:
+            self.set_env(ENV, "0")
+        elif self._user_env.strip().lower() not in _FALSE:
+            self.warn("%s=%s kept as you set it, but Neuron rejects graphs with dynamic shapes", ENV, self._user_env)
+
+    def patch_module(self, name: str, module: ModuleType) -> bool:
+        if name == "torch._dynamo.config":
+            if self._user_env is None and module.automatic_dynamic_shapes:
+                self.replace(module, "automatic_dynamic_shapes", False)
+                self.changed("torch._dynamo.config.automatic_dynamic_shapes = False (Neuron compiles static shapes only)")
+            return True
+        if name == "torch":
+            self.replace(module, "compile", self._warn_dynamic(module.compile, "torch.compile"))
+            return True
+        config_cls = module.CompileConfig
+        self.replace(config_cls, "__post_init__", self._warn_dynamic_config(config_cls.__dict__.get("__post_init__")))
+        return True
+
+    def _warn_dynamic(self, original: Callable[..., Any], what: str) -> Callable[..., Any]:
+        patch = self
+
+        @functools.wraps(original)
+        def compile(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("dynamic") is True:
+                patch.warn("%s(dynamic=True): the Neuron backend rejects dynamic graphs; use dynamic=False", what)
+            return original(*args, **kwargs)
+
+        return compile
+
+    def _warn_dynamic_config(self, original: Callable[..., Any] | None) -> Callable[..., Any]:
+        patch = self
+
+        def __post_init__(config: Any) -> None:
+            if original is not None:
+                original(config)
+            if config.dynamic is True:
+                patch.warn("CompileConfig(dynamic=True): the Neuron backend rejects dynamic graphs; use dynamic=False")
+
+        return __post_init__
