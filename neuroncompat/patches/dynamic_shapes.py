@@ -52,7 +52,7 @@ class DynamicShapes(Patch):
             self.replace(module, "compile", self._warn_dynamic(module.compile, "torch.compile"))
             return True
         config_cls = module.CompileConfig
-        self.replace(config_cls, "__post_init__", self._warn_dynamic_config(config_cls.__dict__.get("__post_init__")))
+        self.replace(config_cls, "__init__", self._warn_dynamic_config(config_cls.__init__))
         return True
 
     def _warn_dynamic(self, original: Callable[..., Any], what: str) -> Callable[..., Any]:
@@ -66,13 +66,13 @@ class DynamicShapes(Patch):
 
         return compile
 
-    def _warn_dynamic_config(self, original: Callable[..., Any] | None) -> Callable[..., Any]:
+    def _warn_dynamic_config(self, original: Callable[..., Any]) -> Callable[..., Any]:
         patch = self
 
-        def __post_init__(config: Any) -> None:
-            if original is not None:
-                original(config)
+        @functools.wraps(original)
+        def __init__(config: Any, *args: Any, **kwargs: Any) -> None:
+            original(config, *args, **kwargs)
             if config.dynamic is True:
                 patch.warn("CompileConfig(dynamic=True): the Neuron backend rejects dynamic graphs; use dynamic=False")
 
-        return __post_init__
+        return __init__
