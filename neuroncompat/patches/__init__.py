@@ -7,6 +7,7 @@ from neuroncompat.patches.async_load import AsyncLoad
 from neuroncompat.patches.device_map import DeviceMap
 from neuroncompat.patches.dynamic_shapes import DynamicShapes
 from neuroncompat.patches.pipeline_device import PipelineDevice
+from neuroncompat.patches.precision import Precision
 from neuroncompat.patches.static_cache import StaticCache
 
-PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice)
+PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision)
