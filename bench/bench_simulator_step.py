@@ -1,0 +1,153 @@
+"""Cost of one training step on the simulated ``neuron`` device, against the same step on plain CPU.
+
+Measured: one step of a tiny causal LM (``neuroncompat.testing.build_causal_lm``: qwen3, 2 layers,
+hidden 64) on a fixed batch (4 x 64 token ids, labels = inputs): forward, backward,
+``torch.optim.AdamW.step()``, ``zero_grad`` and ``loss.item()``, with bf16 autocast off and on.
+The simulator runs every op on CPU too, so the ratio simulator/CPU is the price of its
+``__torch_dispatch__`` wrapper (unwrap, device checks, rewrap) and of the autocast kernel it
+registers for ``neuron``.
+
+How: both models load the same checkpoint. Each is warmed up (``--warmup`` steps, excluded),
+then the two take their timed steps alternately (CPU, neuron, CPU, ...), so load from other
+processes on a shared machine hits both alike; the figure is the median of ``--steps`` steps.
+AdamW keeps its defaults, as the Trainer does; the table says which implementation PyTorch picked
+(``foreach`` needs plain ``torch.Tensor`` parameters, so both CPU and the ``NeuronTensor``
+wrapper get the single-tensor loop).
+
+The simulator is enabled before any step runs, the CPU one included: PyTorch's autograd engine
+sizes its per-device queues at the first ``backward()`` in a process, and a ``neuron`` backward
+after that fails with an INTERNAL ASSERT in ``engine.cpp``. Enabling it does not put the CPU
+model on the device: the script checks that its parameters and optimizer state stay on CPU.
+
+Run: ``python bench/bench_simulator_step.py [--steps 20] [--warmup 3] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+os.environ.pop("NEURONCOMPAT_SIMULATE", None)  # this script decides when the device exists
+
+import torch
+
+BATCH = 4
+SEQ = 64
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: both devices at one autocast setting."""
+
+    autocast_bf16: bool
+    cpu_ms: float
+    neuron_ms: float
+    ratio: float
+    cpu_optimizer: str
+    neuron_optimizer: str
+
+
+def build_model_dir(root: str) -> Path:
+    """The tiny qwen3 checkpoint both devices load, so they start from identical weights."""
+    from neuroncompat.testing import build_causal_lm
+
+    return build_causal_lm(root, arch="qwen3", layers=2)
+
+
+def make_step(model_dir: Path, device: str, bf16: bool) -> tuple[Callable[[], float], torch.nn.Module, torch.optim.Optimizer]:
+    """A closure running one full training step on ``device``; returns the loss as a float."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).to(device)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, model.config.vocab_size, (BATCH, SEQ), generator=torch.Generator().manual_seed(0)).to(device)
+    device_type = torch.device(device).type
+
+    def step() -> float:
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    return step, model, optimizer
+
+
+def optimizer_impl(optimizer: torch.optim.Optimizer) -> str:
+    """Which AdamW implementation PyTorch's defaults pick for these parameters (it varies by device and tensor type)."""
+    from torch.optim.optimizer import _default_to_fused_or_foreach
+
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    _, foreach = _default_to_fused_or_foreach(params, differentiable=False, use_fused=False)
+    return "foreach" if foreach else "for-loop"
+
+
+def assert_on_cpu(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """The CPU baseline must not have touched the simulated device."""
+    tensors = list(model.parameters()) + [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+    devices = {t.device.type for t in tensors}
+    if devices != {"cpu"}:
+        raise AssertionError(f"CPU baseline touched {devices - {'cpu'}}")
+
+
+def measure(model_dir: Path, bf16: bool, steps: int, warmup: int) -> Row:
+    """Warm both devices up, then time alternating steps; medians in milliseconds."""
+    cpu_step, cpu_model, cpu_opt = make_step(model_dir, "cpu", bf16)
+    neuron_step, _, neuron_opt = make_step(model_dir, "neuron", bf16)
+    for _ in range(warmup):
+        cpu_step()
+        neuron_step()
+    times: dict[str, list[float]] = {"cpu": [], "neuron": []}
+    for _ in range(steps):
+        for name, step in (("cpu", cpu_step), ("neuron", neuron_step)):
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    assert_on_cpu(cpu_model, cpu_opt)
+    cpu_ms = statistics.median(times["cpu"]) * 1e3
+    neuron_ms = statistics.median(times["neuron"]) * 1e3
+    return Row(bf16, round(cpu_ms, 2), round(neuron_ms, 2), round(neuron_ms / cpu_ms, 2), optimizer_impl(cpu_opt), optimizer_impl(neuron_opt))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per device and setting (median reported)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args()
+
+    from neuroncompat import simulator
+
+    simulator.enable(cores=2)  # before any backward(): see the module docstring
+    with tempfile.TemporaryDirectory() as root:
+        model_dir = build_model_dir(root)
+        rows = [measure(model_dir, bf16, args.steps, args.warmup) for bf16 in (False, True)]
+
+    meta = {"torch": torch.__version__, "threads": torch.get_num_threads(), "steps": args.steps, "warmup": args.warmup, "batch": [BATCH, SEQ]}
+    if args.json:
+        print(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=2))
+        return
+    print(f"tiny qwen3 (2 layers, hidden 64), batch {BATCH}x{SEQ}, median of {args.steps} steps "
+          f"after {args.warmup} warmup, torch {meta['torch']}, {meta['threads']} threads")
+    print(f"{'autocast':<10}{'cpu ms':>10}{'neuron ms':>12}{'sim/cpu':>9}   AdamW cpu / neuron")
+    for r in rows:
+        label = "bf16" if r.autocast_bf16 else "off"
+        print(f"{label:<10}{r.cpu_ms:>10.2f}{r.neuron_ms:>12.2f}{r.ratio:>8.2f}x   {r.cpu_optimizer} / {r.neuron_optimizer}")
+
+
+if __name__ == "__main__":
+    main()
