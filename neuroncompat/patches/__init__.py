@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from neuroncompat.patch import Patch
 from neuroncompat.patches.async_load import AsyncLoad
+from neuroncompat.patches.attention import Attention
 from neuroncompat.patches.device_map import DeviceMap
 from neuroncompat.patches.dynamic_shapes import DynamicShapes
 from neuroncompat.patches.pipeline_device import PipelineDevice
 from neuroncompat.patches.precision import Precision
 from neuroncompat.patches.static_cache import StaticCache
 
-PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision)
+PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention)
