@@ -36,7 +36,7 @@ from neuroncompat.simulator import (
 from neuroncompat.simulator.compile_backend import CompiledGraph, compiles, reset_compiles
 from neuroncompat.simulator.tensor import NeuronTensor
 
-__all__ = ["enable", "disable", "is_enabled", "compiles", "reset_compiles", "CompiledGraph", "NeuronTensor"]
+__all__ = ["enable", "disable", "is_enabled", "register_backend", "compiles", "reset_compiles", "CompiledGraph", "NeuronTensor"]
 
 logger = logging.getLogger("neuroncompat.simulator")
 
@@ -60,8 +60,14 @@ class _Guard(torch._C._acc.DeviceGuard):
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
-def _register_backend_once() -> None:
-    """Rename PrivateUse1 to ``neuron`` and register kernels: possible once per process."""
+def register_backend() -> None:
+    """Rename PrivateUse1 to ``neuron`` and register kernels, without making the device available.
+
+    Possible once per process; later calls do nothing. Call it (or ``enable()``) before the
+    process's first ``backward()``: PyTorch's autograd engine sizes its per-device queues then,
+    and a backend registered later cannot run backward passes. ``NEURONCOMPAT_SIMULATE=1`` with
+    ``import neuroncompat`` first in the script does this at the right time.
+    """
     if _libraries:
         return
     name = torch._C._get_privateuse1_backend_name()
@@ -106,7 +112,7 @@ def enable(cores: int | None = None) -> None:
         )
     if cores is None:
         cores = int(os.environ.get("NEURONCOMPAT_SIMULATE_CORES", DEFAULT_CORES))
-    _register_backend_once()
+    register_backend()
     state.configure(cores)
     torch_neuronx_stub.install()
     pinned_memory.install()
