@@ -1,0 +1,116 @@
+"""``dist_backend``: a script's ``init_process_group("nccl")`` gets the Neuron backend on Neuron.
+
+The simulator has no ``neuron`` process-group backend yet. The end-to-end tests therefore
+register one the way torch-neuronx does (``Backend.register_backend("neuron", ...,
+devices=["neuron"])``, backed here by gloo) in a fresh interpreter, where the registration cannot
+leak into other tests, and check the real process group that the user's call creates.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from types import ModuleType
+from typing import Iterator
+
+import pytest
+import torch.distributed as dist
+
+from helpers import run_python
+
+_SCRIPT = """
+import json, logging, sys
+import torch, torch.distributed as dist
+from neuroncompat import simulator
+simulator.enable(cores=2)
+dist.Backend.register_backend(
+    "neuron", lambda store, rank, size, timeout: dist.ProcessGroupGloo(store, rank, size, timeout), devices=["neuron"]
+)
+import neuroncompat
+logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(name)s %(message)s")
+
+def init(backend):
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        name = dist.get_backend()
+        total = torch.ones(2)
+        if "cpu:gloo" in name:
+            dist.all_reduce(total)
+        return name
+    finally:
+        dist.destroy_process_group()
+
+def attempt(backend):
+    try:
+        return init(backend)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+neuroncompat.revert()
+result = {"without": attempt("nccl")}
+neuroncompat.revert(); neuroncompat.apply()
+for backend in ("nccl", "cuda:nccl", "cpu:gloo,cuda:nccl", "gloo", "neuron"):
+    result[backend] = attempt(backend)
+neuroncompat.revert(); neuroncompat.apply(skip=["dist_backend"])
+result["skipped"] = attempt("nccl")
+neuroncompat.revert()
+result["reverted"] = attempt("nccl")
+print(json.dumps(result))
+"""
+
+
+@pytest.fixture(scope="module")
+def outcome() -> tuple[dict[str, str], str]:
+    proc = run_python(_SCRIPT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+def test_gap_nccl_fails_without_the_patch(outcome: tuple[dict[str, str], str]) -> None:
+    result, _ = outcome
+    assert result["without"].startswith("RuntimeError: Distributed package doesn't have NCCL built in")
+
+
+def test_nccl_becomes_the_neuron_backend(outcome: tuple[dict[str, str], str]) -> None:
+    result, log = outcome
+    assert result["nccl"] == "neuron"
+    assert result["cuda:nccl"] == "neuron:neuron"
+    assert result["cpu:gloo,cuda:nccl"] == "cpu:gloo,neuron:neuron"  # and a CPU all_reduce ran over gloo
+    assert 'neuroncompat [dist_backend] init_process_group("nccl") -> "neuron" (NCCL needs CUDA)' in log
+    assert 'init_process_group("cpu:gloo,cuda:nccl") -> "cpu:gloo,neuron:neuron"' in log
+
+
+def test_backends_that_work_are_kept(outcome: tuple[dict[str, str], str]) -> None:
+    result, _ = outcome
+    assert result["gloo"] == "gloo"
+    assert result["neuron"] == "neuron"
+
+
+def test_disabled_by_name_and_reverted(outcome: tuple[dict[str, str], str]) -> None:
+    result, _ = outcome
+    assert result["skipped"].startswith("RuntimeError: Distributed package doesn't have NCCL built in")
+    assert result["reverted"].startswith("RuntimeError: Distributed package doesn't have NCCL built in")
+
+
+@pytest.fixture
+def shim(neuron: object) -> Iterator[ModuleType]:
+    import neuroncompat
+
+    neuroncompat.revert()
+    try:
+        yield neuroncompat
+    finally:
+        neuroncompat.revert()
+
+
+def test_without_a_registered_neuron_backend_the_call_is_kept(shim: ModuleType, caplog: pytest.LogCaptureFixture) -> None:
+    if "neuron" in dist.Backend.default_device_backend_map:
+        pytest.skip("a neuron process-group backend is registered in this process")
+    original = dist.init_process_group
+    shim.apply()
+    assert dist.init_process_group is not original
+    with caplog.at_level(logging.INFO, logger="neuroncompat"), pytest.raises(RuntimeError, match="NCCL built in"):
+        dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    assert "[dist_backend] init_process_group(\"nccl\") kept: no process-group backend is registered" in caplog.text
+    shim.revert()
+    assert dist.init_process_group is original and dist.distributed_c10d.init_process_group is original
