@@ -6,10 +6,11 @@ from neuroncompat.patch import Patch
 from neuroncompat.patches.async_load import AsyncLoad
 from neuroncompat.patches.attention import Attention
 from neuroncompat.patches.device_map import DeviceMap
+from neuroncompat.patches.dispatch_model import DispatchModel
 from neuroncompat.patches.dist_backend import DistBackend
 from neuroncompat.patches.dynamic_shapes import DynamicShapes
 from neuroncompat.patches.pipeline_device import PipelineDevice
 from neuroncompat.patches.precision import Precision
 from neuroncompat.patches.static_cache import StaticCache
 
-PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend)
+PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel)
