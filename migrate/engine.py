@@ -82,7 +82,7 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
     ctx = FileContext(imports=ImportMap(), facts=facts, selection=options.selection, text=text)
     transformer = MigrationTransformer(ctx, track_generate=".generate(" in text)
     new_module = module.visit(transformer)
-    assert isinstance(new_module, cst.Module)
+    assert type(new_module) is cst.Module
     new_module = transformer.close_module(new_module)
     root = ctx.frames[0]
     if root.hits or transformer.todos_added:
@@ -129,10 +129,10 @@ def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:
 
 def _imports_shim(module: cst.Module) -> bool:
     for stmt in module.body:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
-                if isinstance(small, cst.Import) and any(
-                    isinstance(a.name, cst.Name) and a.name.value == SHIM for a in small.names
+                if type(small) is cst.Import and any(
+                    type(a.name) is cst.Name and a.name.value == SHIM for a in small.names
                 ):
                     return True
     return False

@@ -15,19 +15,19 @@ SHIM = "neuroncompat"
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
     return (
-        isinstance(stmt, cst.SimpleStatementLine)
+        type(stmt) is cst.SimpleStatementLine
         and len(stmt.body) == 1
-        and isinstance(stmt.body[0], cst.Expr)
+        and type(stmt.body[0]) is cst.Expr
         and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
     )
 
 
 def _is_future(stmt: cst.BaseStatement) -> bool:
     return (
-        isinstance(stmt, cst.SimpleStatementLine)
+        type(stmt) is cst.SimpleStatementLine
         and any(
-            isinstance(s, cst.ImportFrom)
-            and isinstance(s.module, cst.Name)
+            type(s) is cst.ImportFrom
+            and type(s.module) is cst.Name
             and s.module.value == "__future__"
             for s in stmt.body
         )
@@ -38,9 +38,9 @@ def top_level_imports(module: cst.Module) -> set[str]:
     """Module names bound by plain `import x` statements at module level."""
     names: set[str] = set()
     for stmt in module.body:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
-                if isinstance(small, cst.Import):
+                if type(small) is cst.Import:
                     for alias in small.names:
                         names.add(cst.Module([]).code_for_node(alias.name))
     return names

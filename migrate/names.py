@@ -20,10 +20,10 @@ import libcst as cst
 def dotted(node: cst.BaseExpression) -> str | None:
     """`a.b.c` for a Name/Attribute chain, else None (calls, subscripts, ...)."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if not type(node) is cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
@@ -43,7 +43,7 @@ class ImportMap:
         """`import a.b` binds `a`; `import a.b as c` binds `c` to `a.b`."""
         for alias in node.names:
             full = _module_name(alias.name)
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 self._alias[alias.asname.name.value] = full
             else:
                 head = full.split(".")[0]
@@ -51,13 +51,13 @@ class ImportMap:
 
     def add_import_from(self, node: cst.ImportFrom) -> None:
         """`from a.b import c as d` binds `d` to `a.b.c`; relative imports are ignored."""
-        if node.relative or isinstance(node.names, cst.ImportStar):
+        if node.relative or type(node.names) is cst.ImportStar:
             return
         mod = _module_name(node.module)
         for alias in node.names:
             name = _module_name(alias.name)
             local = name
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 local = alias.asname.name.value
             self._alias[local] = f"{mod}.{name}"
 

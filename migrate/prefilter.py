@@ -13,10 +13,11 @@ from __future__ import annotations
 import re
 
 _TOKENS = (
-    rb"cuda|nccl|\bfp16\b|torch_dtype|[\"']flash_attention_[23]|use_flash_attention_2|"
+    rb"torch\.cuda|\bcuda\b\s*(?:import|\.)|\.cuda\(|[\"']cuda|\bcuda_?[a-z_]*\s*=|nccl|"
+    rb"\bfp16\s*=|[\"']fp16|torch_dtype|[\"']flash_attention_[23]|use_flash_attention_2|"
     rb"\bflash_attn\b|xformers|bitsandbytes|BitsAndBytes|load_in_[48]bit|paged_adamw|"
     rb"adamw_8bit|adamw_bnb|GradScaler|\.half\(\)|(?<![=!<>])=\s*torch\.float16|device_map\s*=|"
-    rb"\.generate\(|\bpipeline\(|DataLoader\(|DataCollator\w*\(|torch\.compile\(|tf32|"
+    rb"(?<!super\(\))(?<!self)\.generate\(|\bpipeline\(|DataLoader\(|DataCollator\w*\(|torch\.compile\(|tf32|"
     rb"use_vllm|(?:from|import)\s+(?:vllm|deepspeed|triton|apex|unsloth|liger_kernel)\b|"
     rb"evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|"
     rb"max_prompt_length|group_by_length|use_mps_device|Trainer\(|"

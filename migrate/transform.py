@@ -16,7 +16,9 @@ from migrate.rules.base import HOOKS, method_of
 SKIP_MARKER = "neuron-migrate: skip"
 TODO_PREFIX = "# TODO(neuron-migrate "
 
-_STATEMENTS = (
+# Exact-type sets: libcst node classes are ABCs, and `isinstance` against ABCs dominated the
+# profile of the traversal; concrete libcst node types are never subclassed.
+_STATEMENTS = frozenset({
     cst.SimpleStatementLine,
     cst.If,
     cst.For,
@@ -27,8 +29,7 @@ _STATEMENTS = (
     cst.FunctionDef,
     cst.ClassDef,
     cst.Match,
-)
-_SCOPES = (cst.FunctionDef,)
+})
 
 
 class MigrationTransformer(cst.CSTTransformer):
@@ -56,74 +57,79 @@ class MigrationTransformer(cst.CSTTransformer):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         ctx = self.ctx
-        if isinstance(node, _STATEMENTS):
+        kind = type(node)
+        if kind in _STATEMENTS:
             ctx.frames.append(Frame())
-            if isinstance(node, cst.If) and isinstance(node.orelse, cst.If):
-                self.elifs.add(id(node.orelse))
-            if isinstance(node, _SCOPES) and self.track_generate:
+            if kind is cst.If and type(node.orelse) is cst.If:  # type: ignore[attr-defined]
+                self.elifs.add(id(node.orelse))  # type: ignore[attr-defined]
+            if kind is cst.FunctionDef and self.track_generate:
                 ctx.flow.push_scope()
-        elif isinstance(node, cst.Import):
-            ctx.imports.add_import(node)
-        elif isinstance(node, cst.ImportFrom):
-            ctx.imports.add_import_from(node)
-        elif isinstance(node, cst.Module):
-            self.visit_Module(node)
-        elif isinstance(node, cst.Comment):
-            if SKIP_MARKER in node.value:
+        elif kind is cst.Import:
+            ctx.imports.add_import(node)  # type: ignore[arg-type]
+        elif kind is cst.ImportFrom:
+            ctx.imports.add_import_from(node)  # type: ignore[arg-type]
+        elif kind is cst.Module:
+            self.visit_Module(node)  # type: ignore[arg-type]
+        elif kind is cst.Comment:
+            if SKIP_MARKER in node.value:  # type: ignore[attr-defined]
                 ctx.frames[-1].skip = True
         elif self.track_generate:
             self._visit_flow(node)
         return True
 
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        """Only `AnnAssign.target` needs attribute-level hooks; skip libcst's generic lookup."""
+        if attribute == "target" and self.track_generate and type(node) is cst.AnnAssign:
+            self.ctx.flow.target += 1
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        if attribute == "target" and self.track_generate and type(original_node) is cst.AnnAssign:
+            self.ctx.flow.target -= 1
+
     def _visit_flow(self, node: cst.CSTNode) -> None:
         flow = self.ctx.flow
-        if isinstance(node, cst.Name):
+        kind = type(node)
+        if kind is cst.Name:
             if id(node) not in self.not_variables:
-                flow.use(node.value)
-        elif isinstance(node, cst.Attribute):
+                flow.use(node.value)  # type: ignore[attr-defined]
+        elif kind is cst.Attribute:
             self.not_variables.add(id(node.attr))  # `x.input_ids`: `input_ids` is no variable
             if node.attr.value == "shape":
                 flow.neutral += 1
-        elif isinstance(node, cst.Call):
+        elif kind is cst.Call:
             if method_of(node, "generate"):
                 flow.generate_args.update(id(a) for a in node.args)
-            elif isinstance(node.func, cst.Name) and node.func.value == "len":
+            elif type(node.func) is cst.Name and node.func.value == "len":
                 flow.neutral += 1
             elif method_of(node, "size"):
                 flow.neutral += 1
-        elif isinstance(node, cst.Arg):
+        elif kind is cst.Arg:
             if node.keyword is not None:
                 self.not_variables.add(id(node.keyword))
             if id(node) in flow.generate_args:
                 flow.in_generate += 1
-        elif isinstance(node, cst.AssignTarget):
+        elif kind is cst.AssignTarget:
             flow.target += 1
 
     def _leave_flow(self, node: cst.CSTNode) -> None:
         flow = self.ctx.flow
-        if isinstance(node, cst.Call):
-            if isinstance(node.func, cst.Name) and node.func.value == "len" or method_of(node, "size"):
+        kind = type(node)
+        if kind is cst.Call:
+            if type(node.func) is cst.Name and node.func.value == "len" or method_of(node, "size"):
                 flow.neutral -= 1
-        elif isinstance(node, cst.Arg) and id(node) in flow.generate_args:
+        elif kind is cst.Arg and id(node) in flow.generate_args:
             flow.in_generate -= 1
-        elif isinstance(node, cst.Attribute) and node.attr.value == "shape":
+        elif kind is cst.Attribute and node.attr.value == "shape":
             flow.neutral -= 1
-        elif isinstance(node, cst.AssignTarget):
+        elif kind is cst.AssignTarget:
             flow.target -= 1
-
-    def visit_AnnAssign_target(self, node: cst.AnnAssign) -> None:
-        if self.track_generate:
-            self.ctx.flow.target += 1
-
-    def leave_AnnAssign_target(self, node: cst.AnnAssign) -> None:
-        if self.track_generate:
-            self.ctx.flow.target -= 1
 
     # ---- leaving -----------------------------------------------------------------------
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
         ctx = self.ctx
-        if self.track_generate and not isinstance(original_node, _STATEMENTS):
+        kind = type(original_node)
+        if self.track_generate and kind not in _STATEMENTS:
             self._leave_flow(original_node)
         result: cst.CSTNode = updated_node
         hooks = HOOKS.get(type(updated_node).__name__)
@@ -138,8 +144,8 @@ class MigrationTransformer(cst.CSTTransformer):
                     candidate.node = result
                 ctx.frames[-1].candidates.extend(ctx.pending)
                 ctx.pending.clear()
-        if isinstance(original_node, _STATEMENTS):
-            if isinstance(original_node, _SCOPES) and self.track_generate:
+        if kind in _STATEMENTS:
+            if kind is cst.FunctionDef and self.track_generate:
                 result = self._close_scope(result)
             return self._close_frame(original_node, result)
         return result

@@ -57,7 +57,7 @@ def drop_xformers(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNod
         return node
     body = [
         s for s in node.body
-        if not (isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) and method_of(s.value, "enable_xformers_memory_efficient_attention"))
+        if not (type(s) is cst.Expr and type(s.value) is cst.Call and method_of(s.value, "enable_xformers_memory_efficient_attention"))
     ]
     if len(body) == len(node.body):
         return node

@@ -77,11 +77,11 @@ def add_kwarg(call: cst.Call, name: str, value: str) -> cst.Call:
         return call.with_changes(args=[new])
     last = args[-1]
     comma = last.comma
-    if isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
+    if type(comma) is cst.Comma and type(comma.whitespace_after) is cst.ParenthesizedWhitespace:
         # One argument per line with a trailing comma: the new argument goes on its own line
         # with the indentation the other arguments use; the last comma (newline + the
         # closing paren's indentation) moves to the new argument.
-        if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
+        if len(args) >= 2 and type(args[-2].comma) is cst.Comma:
             separator = args[-2].comma.whitespace_after
         else:
             separator = call.whitespace_before_args
@@ -89,7 +89,7 @@ def add_kwarg(call: cst.Call, name: str, value: str) -> cst.Call:
         args.append(new.with_changes(comma=comma))
         return call.with_changes(args=args)
     args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    if isinstance(comma, cst.Comma):  # a trailing comma on one line stays trailing
+    if type(comma) is cst.Comma:  # a trailing comma on one line stays trailing
         new = new.with_changes(comma=comma)
     args.append(new)
     return call.with_changes(args=args)
@@ -106,23 +106,23 @@ def rename_kwarg(call: cst.Call, arg: cst.Arg, new_name: str) -> cst.Call:
 def callee_name(call: cst.Call) -> str | None:
     """The last component of the called name: `AutoModel.from_pretrained` -> `from_pretrained`."""
     func = call.func
-    if isinstance(func, cst.Attribute):
+    if type(func) is cst.Attribute:
         return func.attr.value
-    if isinstance(func, cst.Name):
+    if type(func) is cst.Name:
         return func.value
     return None
 
 
 def method_of(call: cst.Call, name: str) -> bool:
     """True for `<anything>.name(...)`."""
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value == name
+    return type(call.func) is cst.Attribute and call.func.attr.value == name
 
 
 # ---- string literals ---------------------------------------------------------------------
 
 def string_value(node: cst.BaseExpression) -> str | None:
     """The text of a plain (non f-, non concatenated) string literal, else None."""
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
@@ -137,9 +137,9 @@ def with_string_value(node: cst.SimpleString, value: str) -> cst.SimpleString:
 
 def last_name(node: cst.BaseExpression) -> str | None:
     """`args.device` -> `device`; `device` -> `device`; anything else -> None."""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         return node.attr.value
     return None
 

@@ -124,7 +124,7 @@ def _fstring(prefix: str, expr: cst.BaseExpression) -> cst.FormattedString:
 
 def device_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
     """The leaf rewrite for device values: plain strings and f-strings starting with `cuda`."""
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         text = string_value(node)
         new = neuron_text(text) if text is not None else None
         if new is None:
@@ -132,15 +132,15 @@ def device_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpres
         if ctx.callee == "Generator":
             return with_string_value(node, "cpu")
         return with_string_value(node, new)
-    if isinstance(node, cst.FormattedString) and node.parts:
+    if type(node) is cst.FormattedString and node.parts:
         first = node.parts[0]
-        if isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda:"):
+        if type(first) is cst.FormattedStringText and first.value.startswith("cuda:"):
             return node.with_changes(parts=[first.with_changes(value="neuron" + first.value[4:]), *node.parts[1:]])
     return None
 
 
 def _pipeline_ordinal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
-    if isinstance(node, cst.Integer) and ctx.callee == "pipeline":
+    if type(node) is cst.Integer and ctx.callee == "pipeline":
         return cst.SimpleString('"neuron"')
     return None
 
@@ -151,7 +151,7 @@ setting("NM102", _DEVICE_NAMES, through(device_literal))
 def _map_location(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
     """Checkpoints load to CPU; `load_state_dict` then copies into the model wherever it is."""
     if device_literal(node, ctx) is not None:
-        assert isinstance(node, cst.SimpleString)
+        assert type(node) is cst.SimpleString
         return with_string_value(node, "cpu")
     return None
 
@@ -166,7 +166,7 @@ def _per_rank(ctx: FileContext) -> cst.BaseExpression:
 
 
 def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         text = string_value(node)
         if text in _MAP_AUTO or text == "cuda":
             if ctx.facts.multi_process:
@@ -177,15 +177,15 @@ def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpressio
         if text is not None and text.startswith("cuda:"):
             return with_string_value(node, "neuron" + text[4:])
         return None
-    if isinstance(node, cst.Integer):
+    if type(node) is cst.Integer:
         return _per_rank(ctx) if ctx.facts.multi_process else cst.SimpleString(f'"neuron:{node.value}"')
-    if isinstance(node, cst.Dict) and len(node.elements) == 1:
+    if type(node) is cst.Dict and len(node.elements) == 1:
         element = node.elements[0]
-        if isinstance(element, cst.DictElement) and string_value(element.key) == "":
+        if type(element) is cst.DictElement and string_value(element.key) == "":
             value = element.value
-            if isinstance(value, cst.Integer) and ctx.facts.multi_process:
+            if type(value) is cst.Integer and ctx.facts.multi_process:
                 return _per_rank(ctx)  # a hard-coded 0 under torchrun would put every rank on core 0
-            if isinstance(value, cst.Integer):
+            if type(value) is cst.Integer:
                 new: cst.BaseExpression = cst.SimpleString(f'"neuron:{value.value}"')
             elif isinstance(value, (cst.SimpleString, cst.FormattedString)):
                 new_value = device_literal(value, ctx)
@@ -195,7 +195,7 @@ def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpressio
             else:
                 new = _fstring("neuron:", value)
             return node.with_changes(elements=[element.with_changes(value=new)])
-    if isinstance(node, cst.Call) and callee_name(node) == "get_kbit_device_map":
+    if type(node) is cst.Call and callee_name(node) == "get_kbit_device_map":
         return _per_rank(ctx)
     return None
 
@@ -207,7 +207,7 @@ setting("NM105", r"device_map", through(_device_map))
 def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     """NM101 `.cuda()`, NM102/NM106 the positional device of `.to()`/`torch.device()`, NM107."""
     func = node.func
-    if method_of(node, "cuda") and isinstance(func, cst.Attribute) and ctx.enabled("NM101"):
+    if method_of(node, "cuda") and type(func) is cst.Attribute and ctx.enabled("NM101"):
         if ctx.qualify(func) == "torch.cuda":  # `torch.cuda` the module is not a tensor method
             return node
         ctx.hit("NM101")
@@ -216,7 +216,7 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         if positional:
             index = positional[0].value
             target: cst.BaseExpression = (
-                cst.SimpleString(f'"neuron:{index.value}"') if isinstance(index, cst.Integer) else _fstring("neuron:", index)
+                cst.SimpleString(f'"neuron:{index.value}"') if type(index) is cst.Integer else _fstring("neuron:", index)
             )
             args[args.index(positional[0])] = positional[0].with_changes(value=target)
         else:
@@ -237,7 +237,7 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
                 ctx.hit("NM102")
                 return replace_arg(node, arg, arg.with_changes(value=new))
         if method_of(node, "to") and ctx.enabled("NM106"):
-            if isinstance(value, cst.Integer):
+            if type(value) is cst.Integer:
                 ctx.hit("NM106")
                 return replace_arg(node, arg, arg.with_changes(value=cst.SimpleString(f'"neuron:{value.value}"')))
             name = last_name(value)
@@ -245,10 +245,10 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
                 ctx.hit("NM106")
                 return replace_arg(node, arg, arg.with_changes(value=_fstring("neuron:", value)))
         return node
-    if method_of(node, "startswith") and ctx.enabled("NM103") and isinstance(func, cst.Attribute) and _is_device_side(func.value):
+    if method_of(node, "startswith") and ctx.enabled("NM103") and type(func) is cst.Attribute and _is_device_side(func.value):
         positional = [a for a in node.args if a.keyword is None and not a.star]
         text = string_value(positional[0].value) if positional else None
-        if text is not None and text.startswith("cuda") and isinstance(positional[0].value, cst.SimpleString):
+        if text is not None and text.startswith("cuda") and type(positional[0].value) is cst.SimpleString:
             ctx.hit("NM103")
             return replace_arg(node, positional[0], positional[0].with_changes(value=with_string_value(positional[0].value, "neuron" + text[4:])))
         return node
@@ -266,14 +266,14 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
 
 def _loads_by_name(node: cst.BaseExpression) -> bool:
     """A string literal, or a name that reads like a model id (`model_name`, `args.model_id`)."""
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         return True
     name = last_name(node) or ""
     return bool(re.search(r"name|path|_id$|checkpoint", name))
 
 
 def _is_device_side(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.Attribute) and node.attr.value == "type":
+    if type(node) is cst.Attribute and node.attr.value == "type":
         return True
     name = last_name(node)
     return name is not None and _DEVICE_VALUE_NAMES.fullmatch(name) is not None
@@ -287,7 +287,7 @@ def device_comparison(node: cst.Comparison, ctx: FileContext) -> cst.Comparison:
     target = node.comparisons[0]
     left, right = node.left, target.comparator
     if isinstance(target.operator, (cst.In, cst.NotIn)):
-        if isinstance(left, cst.SimpleString) and _is_device_side(right):
+        if type(left) is cst.SimpleString and _is_device_side(right):
             new = neuron_text(string_value(left) or "")
             if new is not None:
                 ctx.hit("NM103")
@@ -295,12 +295,12 @@ def device_comparison(node: cst.Comparison, ctx: FileContext) -> cst.Comparison:
         return node
     if not isinstance(target.operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)):
         return node
-    if isinstance(right, cst.SimpleString) and _is_device_side(left):
+    if type(right) is cst.SimpleString and _is_device_side(left):
         new = neuron_text(string_value(right) or "")
         if new is not None:
             ctx.hit("NM103")
             return node.with_changes(comparisons=[target.with_changes(comparator=with_string_value(right, new))])
-    if isinstance(left, cst.SimpleString) and _is_device_side(right):
+    if type(left) is cst.SimpleString and _is_device_side(right):
         new = neuron_text(string_value(left) or "")
         if new is not None:
             ctx.hit("NM103")
@@ -311,11 +311,11 @@ def device_comparison(node: cst.Comparison, ctx: FileContext) -> cst.Comparison:
 @on("ImportFrom")
 def drop_get_kbit_device_map(node: cst.ImportFrom, ctx: FileContext) -> cst.CSTNode:
     """TRL 1.x removed `get_kbit_device_map`; its calls are replaced above, so drop the import."""
-    if not ctx.enabled("NM105") or isinstance(node.names, cst.ImportStar):
+    if not ctx.enabled("NM105") or type(node.names) is cst.ImportStar:
         return node
-    if not (isinstance(node.module, cst.Name) and node.module.value == "trl"):
+    if not (type(node.module) is cst.Name and node.module.value == "trl"):
         return node
-    names = [a for a in node.names if not (isinstance(a.name, cst.Name) and a.name.value == "get_kbit_device_map")]
+    names = [a for a in node.names if not (type(a.name) is cst.Name and a.name.value == "get_kbit_device_map")]
     if len(names) == len(node.names):
         return node
     ctx.hit("NM105")

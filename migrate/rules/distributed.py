@@ -41,7 +41,7 @@ register(Rule(
 
 
 def _nccl(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
-    if isinstance(node, cst.SimpleString) and string_value(node) == "nccl":
+    if type(node) is cst.SimpleString and string_value(node) == "nccl":
         return with_string_value(node, "neuron")
     return None
 

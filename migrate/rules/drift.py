@@ -94,7 +94,7 @@ def drift_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             node = rename_kwarg(node, arg, "max_length")
         elif keyword == "group_by_length" and ctx.enabled("NM707"):
             ctx.hit("NM707")
-            if isinstance(arg.value, cst.Name) and arg.value.value == "False":
+            if type(arg.value) is cst.Name and arg.value.value == "False":
                 node = remove_arg(node, arg)
             else:
                 node = replace_arg(node, arg, arg.with_changes(keyword=cst.Name("train_sampling_strategy"), value=cst.SimpleString('"group_by_length"')))

@@ -72,7 +72,7 @@ _FORWARDED = re.compile(r"(?i)\w*(kwargs|config|params|args)\w*")
 
 def _strip_move(node: cst.BaseExpression) -> cst.BaseExpression | None:
     """`x.to(...)`/`x.cuda(...)` -> `x`; None when the expression is not a device move."""
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("to", "cuda"):
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in ("to", "cuda"):
         if node.func.attr.value == "to":
             positional = [a for a in node.args if a.keyword is None]
             if len(node.args) != 1 or not positional or _is_dtype(positional[0].value):
@@ -87,7 +87,7 @@ def _is_dtype(node: cst.BaseExpression) -> bool:
 
 
 def _tokenizer_call(node: cst.BaseExpression) -> cst.Call | None:
-    if isinstance(node, cst.Call) and _TOKENIZER.fullmatch(last_name(node.func) or "") and kwarg(node, "return_tensors"):
+    if type(node) is cst.Call and _TOKENIZER.fullmatch(last_name(node.func) or "") and kwarg(node, "return_tensors"):
         return node
     return None
 
@@ -109,10 +109,10 @@ def _pad(call: cst.Call) -> cst.Call:
 def generate_input_candidates(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """Queue `name = <tokenized or moved tensor>` for the generate-only check (see flow.py)."""
     target = node.targets[0].target
-    if len(node.targets) != 1 or not isinstance(target, cst.Name):
+    if len(node.targets) != 1 or not type(target) is cst.Name:
         return node
     value = node.value
-    if isinstance(value, cst.Call) and ctx.qualify(value.func) == "vllm.LLM":
+    if type(value) is cst.Call and ctx.qualify(value.func) == "vllm.LLM":
         ctx.vllm_engines.add(target.value)
         return node
     inner = _strip_move(value)
@@ -124,11 +124,11 @@ def generate_input_candidates(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     rule_ids = tuple(r for r, on_ in (("NM301", move), ("NM303", pad)) if on_)
 
     def fix(assign: cst.CSTNode) -> cst.CSTNode:
-        assert isinstance(assign, cst.Assign)
+        assert type(assign) is cst.Assign
         new_value = assign.value
         if move:
             new_value = _strip_move(new_value) or new_value
-        if pad and isinstance(new_value, cst.Call):
+        if pad and type(new_value) is cst.Call:
             new_value = _pad(new_value)
         return assign.with_changes(value=new_value)
 
@@ -142,7 +142,7 @@ def generate_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         return _generate(node, ctx)
     if (callee_name(node) or "").endswith("Config") and ctx.enabled("NM304"):
         use_vllm = kwarg(node, "use_vllm")
-        if use_vllm is not None and not (isinstance(use_vllm.value, cst.Name) and use_vllm.value.value == "False"):
+        if use_vllm is not None and not (type(use_vllm.value) is cst.Name and use_vllm.value.value == "False"):
             ctx.hit("NM304")
             node = replace_arg(node, use_vllm, use_vllm.with_changes(value=cst.Name("False")))
             for arg in list(node.args):
@@ -154,8 +154,8 @@ def generate_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
 
 
 def _generate(node: cst.Call, ctx: FileContext) -> cst.Call:
-    receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
-    if isinstance(receiver, cst.Name) and receiver.value in ctx.vllm_engines:
+    receiver = node.func.value if type(node.func) is cst.Attribute else None
+    if type(receiver) is cst.Name and receiver.value in ctx.vllm_engines:
         return node
     if ctx.enabled("NM301"):
         for arg in node.args:

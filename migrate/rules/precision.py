@@ -10,7 +10,7 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule, register
-from migrate.rules.base import add_kwarg, kwarg, method_of, on, remove_arg, rename_kwarg, replace_arg, string_value, with_string_value
+from migrate.rules.base import add_kwarg, callee_name, kwarg, method_of, on, remove_arg, rename_kwarg, replace_arg, string_value, with_string_value
 from migrate.rules.settings import setting, through
 
 register(Rule(
@@ -81,9 +81,9 @@ _FP16_DTYPE_KWARGS = r"dtype|torch_dtype|bnb_4bit_compute_dtype|param_dtype|redu
 
 def _float16(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
     if ctx.qualify(node) == "torch.float16" or ctx.qualify(node) == "torch.half":
-        assert isinstance(node, cst.Attribute)
+        assert type(node) is cst.Attribute
         return node.with_changes(attr=cst.Name("bfloat16"))
-    if isinstance(node, cst.SimpleString) and string_value(node) in ("float16", "fp16"):
+    if type(node) is cst.SimpleString and string_value(node) in ("float16", "fp16"):
         return with_string_value(node, "bfloat16")
     return None
 
@@ -92,7 +92,7 @@ setting("NM202", _FP16_DTYPE_KWARGS, through(_float16), assign=False)  # context
 
 
 def _mixed(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
-    if isinstance(node, cst.SimpleString) and string_value(node) == "fp16":
+    if type(node) is cst.SimpleString and string_value(node) == "fp16":
         return with_string_value(node, "bf16")
     return None
 
@@ -101,7 +101,7 @@ setting("NM201", r"mixed_precision", through(_mixed))
 
 
 def _is_config_call(node: cst.Call) -> bool:
-    name = node.func.attr.value if isinstance(node.func, cst.Attribute) else getattr(node.func, "value", "")
+    name = callee_name(node) or ""
     return name.endswith(("TrainingArguments", "Config")) or name == "dict"
 
 
@@ -113,7 +113,7 @@ def precision_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if qualified in ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler") and ctx.enabled("NM205"):
         return _scaler(node, qualified, ctx)
     if method_of(node, "half") and not node.args and ctx.enabled("NM202"):
-        assert isinstance(node.func, cst.Attribute)
+        assert type(node.func) is cst.Attribute
         ctx.hit("NM202")
         return node.with_changes(
             func=node.func.with_changes(attr=cst.Name("to")),
@@ -122,7 +122,7 @@ def precision_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if _is_config_call(node):
         node = _fp16_flags(node, ctx)
         tf32 = kwarg(node, "tf32")
-        if tf32 is not None and ctx.enabled("NM206") and not (isinstance(tf32.value, cst.Name) and tf32.value.value in ("False", "None")):
+        if tf32 is not None and ctx.enabled("NM206") and not (type(tf32.value) is cst.Name and tf32.value.value in ("False", "None")):
             ctx.hit("NM206")
             node = remove_arg(node, tf32)
     torch_dtype = kwarg(node, "torch_dtype")
@@ -136,7 +136,7 @@ def _fp16_flags(node: cst.Call, ctx: FileContext) -> cst.Call:
     fp16 = kwarg(node, "fp16")
     if fp16 is None or not ctx.enabled("NM201"):
         return node
-    if isinstance(fp16.value, cst.Name) and fp16.value.value in ("False", "None"):
+    if type(fp16.value) is cst.Name and fp16.value.value in ("False", "None"):
         return node
     bf16 = kwarg(node, "bf16")
     ctx.hit("NM201")
@@ -156,7 +156,7 @@ def _autocast(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpre
         ctx.hit("NM204")
         args = [a for a in node.args if not (a.keyword is not None and a.keyword.value == "dtype")]
         new = cst.parse_expression(f'{_code(ctx.module_ref("torch"))}.autocast("neuron", dtype={bf16})')
-        assert isinstance(new, cst.Call)
+        assert type(new) is cst.Call
         for arg in args:
             if arg.keyword is not None:
                 new = add_kwarg(new, arg.keyword.value, _code(arg.value))
@@ -168,7 +168,7 @@ def _autocast(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpre
         return node  # a device variable (`accelerator.device.type`) is already portable
     changed = False
     if string_value(arg.value) == "cuda":
-        assert isinstance(arg.value, cst.SimpleString)
+        assert type(arg.value) is cst.SimpleString
         node = replace_arg(node, arg, arg.with_changes(value=with_string_value(arg.value, "neuron")))
         changed = True
     if kwarg(node, "dtype") is None:
@@ -199,7 +199,7 @@ def _code(node: cst.CSTNode) -> str:
 @on("DictElement")
 def torch_dtype_key(node: cst.DictElement, ctx: FileContext) -> cst.DictElement:
     """`{"torch_dtype": ...}` in model kwargs dicts -> `{"dtype": ...}`."""
-    if isinstance(node.key, cst.SimpleString) and string_value(node.key) == "torch_dtype" and ctx.enabled("NM203"):
+    if type(node.key) is cst.SimpleString and string_value(node.key) == "torch_dtype" and ctx.enabled("NM203"):
         ctx.hit("NM203")
         return node.with_changes(key=with_string_value(node.key, "dtype"))
     return node

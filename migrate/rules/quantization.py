@@ -73,7 +73,7 @@ def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     removed = False
     for name in ("quantization_config", "load_in_4bit", "load_in_8bit"):
         arg = kwarg(node, name)
-        if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value in ("False", "None")):
+        if arg is not None and not (type(arg.value) is cst.Name and arg.value.value in ("False", "None")):
             node = remove_arg(node, arg)
             removed = True
             if name != "quantization_config" and ctx.enabled("NM908"):
@@ -107,7 +107,7 @@ def kbit_preparation(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CST
         return node
     small = node.body[0]
     value = small.value if isinstance(small, (cst.Assign, cst.Expr)) else None
-    if not isinstance(value, cst.Call) or callee_name(value) not in ("prepare_model_for_kbit_training", "prepare_model_for_int8_training"):
+    if not type(value) is cst.Call or callee_name(value) not in ("prepare_model_for_kbit_training", "prepare_model_for_int8_training"):
         return node
     positional = [a for a in value.args if a.keyword is None and not a.star]
     model_arg = kwarg(value, "model") or (positional[0] if positional else None)
@@ -117,10 +117,10 @@ def kbit_preparation(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CST
     use_gc = kwarg(value, "use_gradient_checkpointing")
     gc_kwargs = kwarg(value, "gradient_checkpointing_kwargs")
     lines = []
-    if use_gc is None or not (isinstance(use_gc.value, cst.Name) and use_gc.value.value == "False"):
+    if use_gc is None or not (type(use_gc.value) is cst.Name and use_gc.value.value == "False"):
         extra = f"gradient_checkpointing_kwargs={cst.Module([]).code_for_node(gc_kwargs.value)}" if gc_kwargs else ""
         call = f"{model}.gradient_checkpointing_enable({extra})"
-        if use_gc is not None and not isinstance(use_gc.value, cst.Name):
+        if use_gc is not None and not type(use_gc.value) is cst.Name:
             call = f"if {cst.Module([]).code_for_node(use_gc.value)}:\n    {call}"
         lines.append(call)
     lines.append(f"{model}.enable_input_require_grads()")

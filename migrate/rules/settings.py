@@ -49,12 +49,12 @@ def through(rewrite: Callable[[cst.BaseExpression, FileContext], "cst.BaseExpres
     """Lift a leaf rewriter so it also applies inside conditionals, `or`, and parentheses."""
 
     def walk(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
-        if isinstance(node, cst.IfExp):
+        if type(node) is cst.IfExp:
             body, orelse = walk(node.body, ctx), walk(node.orelse, ctx)
             if body is None and orelse is None:
                 return None
             return node.with_changes(body=body or node.body, orelse=orelse or node.orelse)
-        if isinstance(node, cst.BooleanOperation):
+        if type(node) is cst.BooleanOperation:
             left, right = walk(node.left, ctx), walk(node.right, ctx)
             if left is None and right is None:
                 return None
@@ -105,9 +105,9 @@ def call_settings(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
 
 
 def _target_name(target: cst.BaseExpression) -> str | None:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return target.value
-    if isinstance(target, cst.Attribute):
+    if type(target) is cst.Attribute:
         return target.attr.value
     return None
 
@@ -129,7 +129,7 @@ def ann_assign_settings(node: cst.AnnAssign, ctx: FileContext) -> cst.AnnAssign:
         return node
     name = _target_name(node.target)
     value = node.value
-    if isinstance(value, cst.Call) and callee_name(value) == "field":
+    if type(value) is cst.Call and callee_name(value) == "field":
         default = kwarg(value, "default")
         if default is None:
             return node
@@ -149,7 +149,7 @@ def ann_assign_settings(node: cst.AnnAssign, ctx: FileContext) -> cst.AnnAssign:
 def dict_settings(node: cst.DictElement, ctx: FileContext) -> cst.DictElement:
     """`{"device_map": "auto", "attn_implementation": "flash_attention_2"}`."""
     key = node.key
-    if not isinstance(key, cst.SimpleString):
+    if not type(key) is cst.SimpleString:
         return node
     name = key.evaluated_value
     new, rule = _apply(name if isinstance(name, str) else None, node.value, ctx, keyword=True)

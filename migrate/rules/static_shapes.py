@@ -61,7 +61,7 @@ def _train_loader(node: cst.Call, ctx: FileContext) -> bool:
         return False
     if "train" in name.lower():
         return True
-    return shuffle is not None and isinstance(shuffle.value, cst.Name) and shuffle.value.value == "True"
+    return shuffle is not None and type(shuffle.value) is cst.Name and shuffle.value.value == "True"
 
 
 @on("Call")
@@ -77,7 +77,7 @@ def static_shapes(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         if existing is None:
             ctx.hit("NM306")
             return add_kwarg(node, "pad_to_multiple_of", "128")
-        if isinstance(existing.value, cst.Integer) and int(existing.value.value) < 128:
+        if type(existing.value) is cst.Integer and int(existing.value.value) < 128:
             ctx.hit("NM306")
             return replace_arg(node, existing, existing.with_changes(value=cst.Integer("128")))
         return node

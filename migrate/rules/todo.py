@@ -87,7 +87,7 @@ def call_todo(node: cst.Call, ctx: FileContext) -> cst.Call:
     if kwarg(node, "max_memory") is not None and name == "from_pretrained":
         _todo(ctx, "NM909")
     deepspeed = kwarg(node, "deepspeed")
-    if deepspeed is not None and (name or "").endswith(("Arguments", "Config")) and not (isinstance(deepspeed.value, cst.Name) and deepspeed.value.value == "None"):
+    if deepspeed is not None and (name or "").endswith(("Arguments", "Config")) and not (type(deepspeed.value) is cst.Name and deepspeed.value.value == "None"):
         _todo(ctx, "NM902")
     return node
 
