@@ -12,5 +12,6 @@ from neuroncompat.patches.dynamic_shapes import DynamicShapes
 from neuroncompat.patches.pipeline_device import PipelineDevice
 from neuroncompat.patches.precision import Precision
 from neuroncompat.patches.static_cache import StaticCache
+from neuroncompat.patches.trl_config import TrlConfig
 
-PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel)
+PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig)
