@@ -13,5 +13,6 @@ from neuroncompat.patches.pipeline_device import PipelineDevice
 from neuroncompat.patches.precision import Precision
 from neuroncompat.patches.static_cache import StaticCache
 from neuroncompat.patches.trl_config import TrlConfig
+from neuroncompat.patches.visible_cores import VisibleCores
 
-PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig)
+PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig, VisibleCores)
