@@ -1,0 +1,83 @@
+"""``quantization``: bitsandbytes quantization requests load unquantized on Neuron, loudly.
+
+Gap: bitsandbytes has no Neuron build. ``from_pretrained(quantization_config=
+BitsAndBytesConfig(load_in_4bit=True))`` (and TRL's ``--load_in_4bit`` / ``--load_in_8bit``,
+which ``trl.get_quantization_config`` turns into one, trl/trainer/utils.py:261-277, passed as
+``model_init_kwargs["quantization_config"]``, trl/trainer/sft_trainer.py:684-690) reach
+``get_hf_quantizer`` (transformers/modeling_utils.py:4305, quantizers/auto.py:338), whose bnb
+quantizer's ``validate_environment`` fails without bitsandbytes. QLoRA recipes carry this as a
+CLI flag, so no codemod sees it.
+
+Fix: wrap ``transformers.modeling_utils.get_hf_quantizer`` (looked up by name in
+``from_pretrained``; wrapping it rather than ``from_pretrained`` leaves the ``device_map`` patch's
+wrapper alone). On Neuron with CUDA unavailable, a bitsandbytes ``quantization_config`` passed by
+the caller is dropped with a WARNING that the weights now load unquantized, in the dtype the
+caller asked for (``dtype=torch.bfloat16`` is the Neuron choice): about 4x (4-bit) or 2x (8-bit)
+the memory of the quantized model. Never silent. Other quantization methods and checkpoints that
+are already bnb-quantized (their weights cannot be loaded without bitsandbytes) are left to
+transformers. Stands down when transformers' bnb quantizers mention Neuron.
+
+Example::
+
+    model = AutoModelForCausalLM.from_pretrained(path, quantization_config=BitsAndBytesConfig(load_in_4bit=True), dtype=torch.bfloat16)
+    # before: ImportError (bitsandbytes)   after: bf16 weights on Neuron, WARNING about the memory
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from types import ModuleType
+from typing import Any, Callable
+
+from neuroncompat.patch import Patch
+
+
+def _bitsandbytes_bits(quantization_config: Any) -> int | None:
+    """4 or 8 for a bitsandbytes config (object or dict), else None."""
+    get = quantization_config.get if isinstance(quantization_config, dict) else lambda key: getattr(quantization_config, key, None)
+    if get("quant_method") != "bitsandbytes" and not (get("load_in_4bit") or get("load_in_8bit")):
+        return None
+    return 4 if get("load_in_4bit") else 8
+
+
+class Quantization(Patch):
+    id = "quantization"
+    reason = "bitsandbytes has no Neuron build: load unquantized, with a loud warning about memory"
+    targets = ("transformers.modeling_utils",)
+
+    def patch_module(self, name: str, module: ModuleType) -> bool:
+        from transformers.quantizers import quantizer_bnb_4bit, quantizer_bnb_8bit
+
+        if all("neuron" in inspect.getsource(m) for m in (quantizer_bnb_4bit, quantizer_bnb_8bit)):
+            return False
+        self.replace(module, "get_hf_quantizer", self._wrap(module.get_hf_quantizer))
+        return True
+
+    def _wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        patch = self
+
+        @functools.wraps(original)
+        def get_hf_quantizer(config: Any, quantization_config: Any, *args: Any, **kwargs: Any) -> Any:
+            bits = _bitsandbytes_bits(quantization_config) if quantization_config is not None else None
+            if bits is not None and patch._on_neuron():
+                patch.warn(
+                    "bitsandbytes %d-bit quantization dropped: bitsandbytes has no Neuron build. %s loads UNQUANTIZED, "
+                    "about %dx the memory of the %d-bit model; pass dtype=torch.bfloat16 and check it fits a NeuronCore",
+                    bits,
+                    getattr(config, "_name_or_path", None) or type(config).__name__,
+                    16 // bits,
+                    bits,
+                )
+                quantization_config = None
+            return original(config, quantization_config, *args, **kwargs)
+
+        return get_hf_quantizer
+
+    @staticmethod
+    def _on_neuron() -> bool:
+        import torch
+
+        from neuroncompat.device import neuron_available
+
+        return neuron_available() and not torch.cuda.is_available()

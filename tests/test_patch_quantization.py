@@ -1,0 +1,93 @@
+"""``quantization``: bitsandbytes requests load unquantized on Neuron, with a loud memory warning."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from types import ModuleType
+from typing import Iterator
+
+import pytest
+import torch
+from datasets import Dataset
+
+from neuroncompat.patches.quantization import _bitsandbytes_bits
+from neuroncompat.testing import sentences
+
+
+@pytest.fixture
+def shim(neuron: object) -> Iterator[ModuleType]:
+    """The shim, off at the start of the test (the test applies it) and reverted at the end."""
+    import neuroncompat
+
+    neuroncompat.revert()
+    try:
+        yield neuroncompat
+    finally:
+        neuroncompat.revert()
+
+
+def _four_bit() -> object:
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16)
+
+
+def test_gap_bitsandbytes_cannot_load(shim: ModuleType, tiny_qwen: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    with pytest.raises(ImportError, match="bitsandbytes"):
+        AutoModelForCausalLM.from_pretrained(tiny_qwen, device_map="neuron", quantization_config=_four_bit())
+
+
+def test_loads_unquantized_with_a_warning(shim: ModuleType, tiny_qwen: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from transformers import AutoModelForCausalLM
+
+    shim.apply()
+    with caplog.at_level(logging.INFO, logger="neuroncompat"):
+        model = AutoModelForCausalLM.from_pretrained(tiny_qwen, device_map="neuron", quantization_config=_four_bit(), dtype=torch.bfloat16)
+    assert {(p.device, p.dtype) for p in model.parameters()} == {(torch.device("neuron", 0), torch.bfloat16)}
+    assert getattr(model, "hf_quantizer", None) is None and getattr(model.config, "quantization_config", None) is None
+    [record] = [r for r in caplog.records if "[quantization]" in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert "bitsandbytes 4-bit quantization dropped" in record.getMessage() and "about 4x the memory" in record.getMessage()
+
+
+def test_trl_qlora_recipe_trains(shim: ModuleType, tiny_qwen: Path, tmp_path: Path) -> None:
+    from peft import LoraConfig
+    from trl import SFTConfig, SFTTrainer
+
+    shim.apply()
+    args = SFTConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, report_to=[], save_strategy="no",
+                     model_init_kwargs={"dtype": "bfloat16"})
+    trainer = SFTTrainer(
+        model=str(tiny_qwen), args=args, train_dataset=Dataset.from_dict({"text": sentences(4)}),
+        quantization_config=_four_bit(), peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]),
+    )
+    assert {p.device.type for p in trainer.model.parameters()} == {"neuron"}
+    assert trainer.train().global_step == 1
+
+
+def test_which_configs_are_bitsandbytes() -> None:
+    from transformers import BitsAndBytesConfig
+
+    assert _bitsandbytes_bits(BitsAndBytesConfig(load_in_4bit=True)) == 4
+    assert _bitsandbytes_bits(BitsAndBytesConfig(load_in_8bit=True)) == 8
+    assert _bitsandbytes_bits({"load_in_8bit": True}) == 8
+    assert _bitsandbytes_bits({"quant_method": "fp8"}) is None
+
+
+def test_disabled_by_name_and_reverted(shim: ModuleType, tiny_qwen: Path) -> None:
+    import transformers.modeling_utils as modeling_utils
+    from transformers import AutoModelForCausalLM
+
+    original = modeling_utils.get_hf_quantizer
+    shim.apply(skip=["quantization"])
+    assert shim.status()["quantization"].state == "disabled"
+    with pytest.raises(ImportError, match="bitsandbytes"):
+        AutoModelForCausalLM.from_pretrained(tiny_qwen, quantization_config=_four_bit())
+    shim.revert()
+    shim.apply()
+    assert modeling_utils.get_hf_quantizer is not original
+    shim.revert()
+    assert modeling_utils.get_hf_quantizer is original
