@@ -9,6 +9,7 @@ from neuroncompat.patches.device_map import DeviceMap
 from neuroncompat.patches.dispatch_model import DispatchModel
 from neuroncompat.patches.dist_backend import DistBackend
 from neuroncompat.patches.dynamic_shapes import DynamicShapes
+from neuroncompat.patches.generate_inputs import GenerateInputs
 from neuroncompat.patches.pipeline_device import PipelineDevice
 from neuroncompat.patches.precision import Precision
 from neuroncompat.patches.quantization import Quantization
@@ -16,4 +17,4 @@ from neuroncompat.patches.static_cache import StaticCache
 from neuroncompat.patches.trl_config import TrlConfig
 from neuroncompat.patches.visible_cores import VisibleCores
 
-PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig, VisibleCores, Quantization)
+PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig, VisibleCores, Quantization, GenerateInputs)
