@@ -16,5 +16,6 @@ from neuroncompat.patches.quantization import Quantization
 from neuroncompat.patches.static_cache import StaticCache
 from neuroncompat.patches.trl_config import TrlConfig
 from neuroncompat.patches.visible_cores import VisibleCores
+from neuroncompat.patches.vllm import Vllm
 
-PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig, VisibleCores, Quantization, GenerateInputs)
+PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig, VisibleCores, Quantization, GenerateInputs, Vllm)
