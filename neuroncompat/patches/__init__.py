@@ -17,5 +17,6 @@ from neuroncompat.patches.static_cache import StaticCache
 from neuroncompat.patches.trl_config import TrlConfig
 from neuroncompat.patches.visible_cores import VisibleCores
 from neuroncompat.patches.vllm import Vllm
+from neuroncompat.patches.xla_coinstall import XlaCoinstall
 
-PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig, VisibleCores, Quantization, GenerateInputs, Vllm)
+PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig, VisibleCores, Quantization, GenerateInputs, Vllm, XlaCoinstall)
