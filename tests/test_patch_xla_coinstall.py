@@ -49,7 +49,6 @@ _CASES = {
     "without": ("import neuroncompat", {"NEURONCOMPAT_DISABLE": "xla_coinstall"}),
     "with": ("import neuroncompat", {}),
     "imported_first": ("import transformers.utils.import_utils, accelerate\nimport neuroncompat", {}),
-    "user_value": ("import neuroncompat", {"USE_TORCH_XLA": "1"}),
 }
 
 
@@ -90,10 +89,24 @@ def test_libraries_imported_before_the_shim(probes: dict[str, tuple[dict[str, ob
     assert "[xla_coinstall] accelerate was imported first: its torch_xla flags set to False" in log
 
 
-def test_a_user_value_is_kept(probes: dict[str, tuple[dict[str, object], str]]) -> None:
-    result, log = probes["user_value"]
-    assert result["transformers"] is True and result["accelerate"] is True and "xla_device" in str(result["error"])
-    assert "[xla_coinstall] USE_TORCH_XLA=1 kept as you set it" in log
+def test_a_user_value_is_kept(neuron: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import os
+
+    import neuroncompat
+
+    (tmp_path / "torch_xla").mkdir()
+    (tmp_path / "torch_xla" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("USE_TORCH_XLA", "1")
+    neuroncompat.revert()
+    try:
+        with caplog.at_level(logging.INFO, logger="neuroncompat"):
+            neuroncompat.apply()
+        assert os.environ["USE_TORCH_XLA"] == "1"
+        assert "[xla_coinstall] USE_TORCH_XLA=1 kept as you set it" in caplog.text
+    finally:
+        neuroncompat.revert()
 
 
 def test_nothing_happens_without_torch_xla(neuron: object) -> None:
