@@ -10,6 +10,7 @@ each distinct change is logged once on the ``neuroncompat`` logger.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from types import ModuleType
@@ -18,6 +19,7 @@ from typing import Any, ClassVar
 logger = logging.getLogger("neuroncompat")
 
 _MISSING = object()
+_sequence = itertools.count()
 
 
 class Patch:
@@ -28,7 +30,9 @@ class Patch:
     targets: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
-        self._undo: list[tuple[Any, str, Any]] = []
+        # (global order, owner, attribute, original): the order lets the shim undo wrappers that
+        # several patches stacked on one attribute newest-first.
+        self._undo: list[tuple[int, Any, str, Any]] = []
         self._env_undo: list[tuple[str, str | None]] = []
         self._logged: set[str] = set()
         self.state = "waiting"
@@ -46,7 +50,7 @@ class Patch:
     def replace(self, owner: Any, attr: str, value: Any) -> Any:
         """Set ``owner.attr = value``, remembering the original (from ``__dict__`` for classes)."""
         original = owner.__dict__.get(attr, _MISSING) if isinstance(owner, type) else getattr(owner, attr, _MISSING)
-        self._undo.append((owner, attr, original))
+        self._undo.append((next(_sequence), owner, attr, original))
         setattr(owner, attr, value)
         return original
 
@@ -69,14 +73,9 @@ class Patch:
             logger.warning("[%s] %s", self.id, text)
 
     def revert(self) -> None:
-        for owner, attr, original in reversed(self._undo):
-            if original is _MISSING:
-                try:
-                    delattr(owner, attr)
-                except AttributeError:
-                    pass
-            else:
-                setattr(owner, attr, original)
+        revert_all([self])
+
+    def _revert_env(self) -> None:
         for key, previous in reversed(self._env_undo):
             if previous is None:
                 os.environ.pop(key, None)
@@ -85,3 +84,18 @@ class Patch:
         self._undo.clear()
         self._env_undo.clear()
         self._logged.clear()
+
+
+def revert_all(patches: list["Patch"]) -> None:
+    """Undo the patches' attribute changes newest-first across all of them, then their env."""
+    entries = sorted((e for p in patches for e in p._undo), key=lambda e: e[0], reverse=True)
+    for _, owner, attr, original in entries:
+        if original is _MISSING:
+            try:
+                delattr(owner, attr)
+            except AttributeError:
+                pass
+        else:
+            setattr(owner, attr, original)
+    for patch in reversed(patches):
+        patch._revert_env()

@@ -17,7 +17,7 @@ from types import ModuleType
 
 from neuroncompat import hooks
 from neuroncompat.detect import Detection, detect_torch_neuronx
-from neuroncompat.patch import Patch
+from neuroncompat.patch import Patch, revert_all
 from neuroncompat.patches import PATCH_TYPES
 
 logger = logging.getLogger("neuroncompat")
@@ -153,8 +153,7 @@ def revert() -> None:
     global _active
     with _lock:
         hooks.cancel_all()
-        for patch in _patches.values():
-            patch.revert()
+        revert_all(list(_patches.values()))
         _patches.clear()
         _active = False
 
