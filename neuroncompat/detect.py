@@ -85,3 +85,22 @@ def detect_torch_neuronx() -> Detection:
             "port scripts with neuron-migrate and install TorchNeuron (torch-neuronx >= 2.13.3)",
         )
     return Detection("native", version, f"TorchNeuron torch-neuronx {version or '(unknown version)'} is installed")
+
+
+# Library checks that cache "is Neuron available" for the life of the process.
+_AVAILABILITY_CACHES = (
+    ("transformers.utils.import_utils", "is_torch_neuron_available"),
+    ("accelerate.utils.imports", "is_neuron_available"),
+)
+
+
+def clear_availability_caches() -> None:
+    """Make transformers and accelerate look for Neuron again (their checks are ``lru_cache``d).
+
+    Needed whenever the device appears after one of them already answered: torch-neuronx loaded
+    late, or the simulator switched on or off. Libraries not imported yet are left alone.
+    """
+    for module_name, func_name in _AVAILABILITY_CACHES:
+        func = getattr(sys.modules.get(module_name), func_name, None)
+        if func is not None and hasattr(func, "cache_clear"):
+            func.cache_clear()

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 from dataclasses import dataclass
 from types import ModuleType
 
 from neuroncompat import hooks
-from neuroncompat.detect import Detection, detect_torch_neuronx
+from neuroncompat.detect import Detection, clear_availability_caches, detect_torch_neuronx
 from neuroncompat.patch import Patch, revert_all
 from neuroncompat.patches import PATCH_TYPES
 
@@ -74,7 +73,8 @@ def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchS
             return status()
         _maybe_start_simulator()
         _detection = detect_torch_neuronx()
-        disabled = set(skip) | _disabled_from_env()
+        from_env = _disabled_from_env()
+        disabled = set(skip) | from_env
         _patches.clear()
         for cls in PATCH_TYPES:
             _patches[cls.id] = cls()
@@ -90,7 +90,8 @@ def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchS
         for patch in _patches.values():
             if "all" in disabled or patch.id in disabled:
                 patch.state = "disabled"
-                patch.detail = "disabled by NEURONCOMPAT_DISABLE" if patch.id in _disabled_from_env() or "all" in _disabled_from_env() else "disabled by apply(skip=...)"
+                by_env = "all" in from_env or patch.id in from_env
+                patch.detail = "disabled by NEURONCOMPAT_DISABLE" if by_env else "disabled by apply(skip=...)"
                 continue
             _start(patch)
         return status()
@@ -139,13 +140,7 @@ def _register_native_backend(torch: ModuleType) -> None:
     except ImportError as exc:
         logger.warning("torch_neuronx is installed but failed to import: %s", exc)
         return
-    for module_name, func_name in (
-        ("transformers.utils.import_utils", "is_torch_neuron_available"),
-        ("accelerate.utils.imports", "is_neuron_available"),
-    ):
-        func = getattr(sys.modules.get(module_name), func_name, None)
-        if func is not None and hasattr(func, "cache_clear"):
-            func.cache_clear()
+    clear_availability_caches()
 
 
 def revert() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import ModuleType
 from typing import Iterator
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -76,3 +77,15 @@ def neuron() -> Iterator[object]:
         simulator.disable()
         simulator.reset_compiles()
         _reset_library_state()
+
+
+@pytest.fixture
+def shim(neuron: object) -> Iterator[ModuleType]:
+    """The shim on the simulated device, off at the start (the test applies it), reverted at the end."""
+    import neuroncompat
+
+    neuroncompat.revert()
+    try:
+        yield neuroncompat
+    finally:
+        neuroncompat.revert()

@@ -5,22 +5,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
 
 import pytest
 import torch
-
-
-@pytest.fixture
-def shim(neuron: object) -> Iterator[ModuleType]:
-    """The shim, off at the start of the test (the test applies it) and reverted at the end."""
-    import neuroncompat
-
-    neuroncompat.revert()
-    try:
-        yield neuroncompat
-    finally:
-        neuroncompat.revert()
 
 
 def _devices(model: torch.nn.Module) -> set[torch.device]:

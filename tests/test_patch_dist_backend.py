@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 from types import ModuleType
-from typing import Iterator
 
 import pytest
 import torch.distributed as dist
@@ -90,17 +89,6 @@ def test_disabled_by_name_and_reverted(outcome: tuple[dict[str, str], str]) -> N
     result, _ = outcome
     assert result["skipped"].startswith("RuntimeError: Distributed package doesn't have NCCL built in")
     assert result["reverted"].startswith("RuntimeError: Distributed package doesn't have NCCL built in")
-
-
-@pytest.fixture
-def shim(neuron: object) -> Iterator[ModuleType]:
-    import neuroncompat
-
-    neuroncompat.revert()
-    try:
-        yield neuroncompat
-    finally:
-        neuroncompat.revert()
 
 
 def test_without_a_registered_neuron_backend_the_call_is_kept(shim: ModuleType, caplog: pytest.LogCaptureFixture) -> None:

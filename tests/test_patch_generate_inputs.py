@@ -5,23 +5,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-
-
-@pytest.fixture
-def shim(neuron: object) -> Iterator[ModuleType]:
-    """The shim, off at the start of the test (the test applies it) and reverted at the end."""
-    import neuroncompat
-
-    neuroncompat.revert()
-    try:
-        yield neuroncompat
-    finally:
-        neuroncompat.revert()
 
 
 class _GrowingTokens(TorchDispatchMode):

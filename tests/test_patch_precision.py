@@ -5,25 +5,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
 
 import pytest
 import torch
 from datasets import Dataset
 
 from neuroncompat.testing import sentences
-
-
-@pytest.fixture
-def shim(neuron: object) -> Iterator[ModuleType]:
-    """The shim, off at the start of the test (the test applies it) and reverted at the end."""
-    import neuroncompat
-
-    neuroncompat.revert()
-    try:
-        yield neuroncompat
-    finally:
-        neuroncompat.revert()
 
 
 def _fresh_accelerate_state() -> None:

@@ -5,24 +5,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from datasets import Dataset
 
 from neuroncompat.testing import sentences
-
-
-@pytest.fixture
-def shim(neuron: object) -> Iterator[ModuleType]:
-    """The shim, off at the start of the test (the test applies it) and reverted at the end."""
-    import neuroncompat
-
-    neuroncompat.revert()
-    try:
-        yield neuroncompat
-    finally:
-        neuroncompat.revert()
 
 
 def _dataset(count: int = 40) -> Dataset:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from types import ModuleType
-from typing import Iterator
 
 import pytest
 
@@ -17,17 +16,11 @@ from neuroncompat.patches.visible_cores import VisibleCoresError, parse_cores
 
 
 @pytest.fixture
-def shim(neuron: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    """The shim, off at the start of the test (the test applies it) and reverted at the end."""
-    import neuroncompat
-
+def shim(shim: ModuleType, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The shared ``shim`` fixture, with no visible-cores variable inherited from the caller."""
     for name in ("NEURON_RT_VISIBLE_CORES", "NEURON_LOGICAL_NC_CONFIG", "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
-    neuroncompat.revert()
-    try:
-        yield neuroncompat
-    finally:
-        neuroncompat.revert()
+    return shim
 
 
 def test_parse_cores() -> None:

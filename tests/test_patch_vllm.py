@@ -5,23 +5,17 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from datasets import Dataset
 
 
 @pytest.fixture
-def shim(neuron: object, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    """The shim, off at the start of the test (the test applies it) and reverted at the end."""
-    import neuroncompat
-
+def shim(shim: ModuleType, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The shared ``shim`` fixture, without an inherited ``NEURONCOMPAT_VLLM_FALLBACK``."""
     monkeypatch.delenv("NEURONCOMPAT_VLLM_FALLBACK", raising=False)
-    neuroncompat.revert()
-    try:
-        yield neuroncompat
-    finally:
-        neuroncompat.revert()
+    return shim
 
 
 def _reward(completions: list[str], **kwargs: Any) -> list[float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Iterator
+from types import ModuleType
 
 import pytest
 import torch
@@ -16,13 +16,10 @@ from neuroncompat.testing import sentences
 
 
 @pytest.fixture
-def shim(neuron: object) -> Iterator[object]:
-    neuroncompat.revert()
-    neuroncompat.apply()
-    try:
-        yield neuroncompat
-    finally:
-        neuroncompat.revert()
+def shim(shim: ModuleType) -> ModuleType:
+    """The shared fixture, with every patch applied."""
+    shim.apply()
+    return shim
 
 
 def _param_devices(model: torch.nn.Module) -> set[str]:

@@ -144,12 +144,11 @@ def test_trainer_compile_records_one_graph_per_padded_shape(
 
 
 def test_sft_padding_changes_the_number_of_graphs(neuron: object, tiny_qwen: Path, tmp_path: Path) -> None:
+    import torch._dynamo
     from trl import SFTConfig, SFTTrainer
 
     counts = {}
     for pad in (None, 128):
-        import torch._dynamo
-
         torch._dynamo.reset()
         neuron.reset_compiles()
         args = SFTConfig(

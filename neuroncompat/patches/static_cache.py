@@ -60,8 +60,9 @@ class StaticCache(Patch):
     def _patch_cache(self, cache_utils: ModuleType) -> bool:
         layers = _static_layers(cache_utils)
         fixed_lazy = "value_states.dtype" in inspect.getsource(cache_utils.StaticLayer.lazy_initialization)
-        fixed_early = "early_initialization" not in vars(cache_utils.StaticLayer) and not hasattr(cache_utils.StaticLayer, "early_initialization")
-        if fixed_lazy and fixed_early:
+        # Ahead-of-time allocation (chunked prefill) still uses one dtype for K and V, even in 5.24.
+        has_early_allocation = hasattr(cache_utils.StaticLayer, "early_initialization")
+        if fixed_lazy and not has_early_allocation:
             return False
         for cls in layers:
             self.replace(cls, "update", self._wrap_update(cls.__dict__["update"]))

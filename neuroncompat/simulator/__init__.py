@@ -23,7 +23,7 @@ import os
 
 import torch
 
-from neuroncompat.detect import detect_torch_neuronx
+from neuroncompat.detect import clear_availability_caches, detect_torch_neuronx
 from neuroncompat.simulator import (
     autocast,
     compile_backend,
@@ -87,20 +87,6 @@ def register_backend() -> None:
     compile_backend.register()
 
 
-def _clear_library_caches() -> None:
-    """transformers and accelerate cache "is Neuron available" forever; make them look again."""
-    import sys
-
-    for module_name, func_name in (
-        ("transformers.utils.import_utils", "is_torch_neuron_available"),
-        ("accelerate.utils.imports", "is_neuron_available"),
-    ):
-        module = sys.modules.get(module_name)
-        func = getattr(module, func_name, None) if module is not None else None
-        if func is not None and hasattr(func, "cache_clear"):
-            func.cache_clear()
-
-
 def enable(cores: int | None = None) -> None:
     """Turn the simulated device on with ``cores`` NeuronCores (default: env or 2)."""
     found = detect_torch_neuronx()
@@ -116,7 +102,7 @@ def enable(cores: int | None = None) -> None:
     state.configure(cores)
     torch_neuronx_stub.install()
     pinned_memory.install()
-    _clear_library_caches()
+    clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
 
 
@@ -125,7 +111,7 @@ def disable() -> None:
     state.deconfigure()
     torch_neuronx_stub.uninstall()
     pinned_memory.uninstall()
-    _clear_library_caches()
+    clear_availability_caches()
 
 
 def is_enabled() -> bool:
