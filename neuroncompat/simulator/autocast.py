@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-from torch.utils._pytree import tree_map
+
+from neuroncompat.simulator.tensor import map_tensors
 
 # CUDA's autocast "lower_precision_fp" list (aten/src/ATen/autocast_mode.cpp), by overload.
 LOWER_PRECISION_OPS = (
@@ -50,10 +51,9 @@ def _kernel(op: Callable[..., Any]) -> Callable[..., Any]:
     def run_in_autocast_dtype(*args: Any, **kwargs: Any) -> Any:
         dtype = torch.get_autocast_dtype("neuron")
 
-        def cast(t: Any) -> Any:
+        def cast(t: torch.Tensor) -> torch.Tensor:
             if (
-                isinstance(t, torch.Tensor)
-                and t.is_floating_point()
+                t.is_floating_point()
                 and t.dtype != torch.float64
                 and t.device.type == "neuron"
             ):
@@ -61,7 +61,7 @@ def _kernel(op: Callable[..., Any]) -> Callable[..., Any]:
             return t
 
         with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
-            return op(*tree_map(cast, args), **tree_map(cast, kwargs))
+            return op(*map_tensors(cast, args), **map_tensors(cast, kwargs))
 
     return run_in_autocast_dtype
 
