@@ -286,16 +286,11 @@ def device_comparison(node: cst.Comparison, ctx: FileContext) -> cst.Comparison:
         return node
     target = node.comparisons[0]
     left, right = node.left, target.comparator
-    if isinstance(target.operator, (cst.In, cst.NotIn)):
-        if type(left) is cst.SimpleString and _is_device_side(right):
-            new = neuron_text(string_value(left) or "")
-            if new is not None:
-                ctx.hit("NM103")
-                return node.with_changes(left=with_string_value(left, new))
+    membership = isinstance(target.operator, (cst.In, cst.NotIn))
+    if not membership and not isinstance(target.operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)):
         return node
-    if not isinstance(target.operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)):
-        return node
-    if type(right) is cst.SimpleString and _is_device_side(left):
+    # `device == "cuda"` renames the right side; `"cuda" in device` / `"cuda" == device` the left.
+    if not membership and type(right) is cst.SimpleString and _is_device_side(left):
         new = neuron_text(string_value(right) or "")
         if new is not None:
             ctx.hit("NM103")
