@@ -14,10 +14,8 @@ AdamW keeps its defaults, as the Trainer does; the table says which implementati
 (``foreach`` needs plain ``torch.Tensor`` parameters, so both CPU and the ``NeuronTensor``
 wrapper get the single-tensor loop).
 
-The simulator is enabled before any step runs, the CPU one included: PyTorch's autograd engine
-sizes its per-device queues at the first ``backward()`` in a process, and a ``neuron`` backward
-after that fails with an INTERNAL ASSERT in ``engine.cpp``. Enabling it does not put the CPU
-model on the device: the script checks that its parameters and optimizer state stay on CPU.
+Enabling the simulator does not put the CPU model on the device: the script checks that its
+parameters and optimizer state stay on CPU.
 
 Run: ``python bench/bench_simulator_step.py [--steps 20] [--warmup 3] [--json]``
 """
@@ -132,7 +130,7 @@ def main() -> None:
 
     from neuroncompat import simulator
 
-    simulator.enable(cores=2)  # before any backward(): see the module docstring
+    simulator.enable(cores=2)
     with tempfile.TemporaryDirectory() as root:
         model_dir = build_model_dir(root)
         rows = [measure(model_dir, bf16, args.steps, args.warmup) for bf16 in (False, True)]

@@ -26,19 +26,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Register the simulated backend before any test runs a backward pass.
-
-    PyTorch's autograd engine sizes its per-device queues at the first ``backward()`` in a
-    process; a PrivateUse1 backend registered after that has no queue and its backward fails
-    (engine.cpp "device_ready_queues_"). Registering is not enabling: the device stays
-    unavailable until a test asks for the ``neuron`` fixture.
-    """
-    from neuroncompat.simulator import register_backend
-
-    register_backend()
-
-
 @pytest.fixture(scope="session")
 def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from neuroncompat.testing import build_causal_lm

@@ -38,21 +38,40 @@ def test_views_and_in_place_ops_alias(neuron: object) -> None:
     assert result is out and out.cpu().tolist() == [2.0, 2.0, 2.0]
 
 
-def test_autograd_and_optimizer_step_match_cpu(neuron: object) -> None:
+@pytest.mark.parametrize("core", [0, 1])
+def test_autograd_and_optimizer_step_match_cpu(neuron: object, core: int) -> None:
     torch.manual_seed(0)
     cpu_model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
     dev_model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
     dev_model.load_state_dict(cpu_model.state_dict())
-    dev_model.to("neuron")
-    assert all(p.device.type == "neuron" and isinstance(p, torch.nn.Parameter) for p in dev_model.parameters())
+    dev_model.to(f"neuron:{core}")
+    assert all(p.device == torch.device("neuron", core) and isinstance(p, torch.nn.Parameter) for p in dev_model.parameters())
     data = torch.randn(5, 4)
-    for model, x in ((cpu_model, data), (dev_model, data.to("neuron"))):
+    for model, x in ((cpu_model, data), (dev_model, data.to(f"neuron:{core}"))):
         opt = torch.optim.AdamW(model.parameters(), lr=0.1)
         model(x).pow(2).mean().backward()
         opt.step()
     for a, b in zip(cpu_model.parameters(), dev_model.parameters()):
-        assert b.grad is not None and b.grad.device.type == "neuron"
+        assert b.grad is not None and b.grad.device == torch.device("neuron", core)
         assert torch.allclose(a, b.cpu())
+
+
+def test_backward_after_a_cpu_backward_in_the_same_process() -> None:
+    """A script may train on CPU before it enables the device; later neuron backwards still work."""
+    result = run_python(
+        """
+        import torch
+        torch.nn.Linear(2, 2)(torch.randn(1, 2)).sum().backward()
+        from neuroncompat import simulator
+        simulator.enable(cores=2)
+        for core in (0, 1):
+            w = torch.ones(3, device=f"neuron:{core}", requires_grad=True)
+            (w * w).sum().backward()
+            print(w.grad.device, w.grad.cpu().tolist())
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["neuron:0 [2.0, 2.0, 2.0]", "neuron:1 [2.0, 2.0, 2.0]"]
 
 
 def test_mixing_devices_fails_as_on_hardware(neuron: object) -> None:

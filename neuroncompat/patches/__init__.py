@@ -5,6 +5,7 @@ from __future__ import annotations
 from neuroncompat.patch import Patch
 from neuroncompat.patches.async_load import AsyncLoad
 from neuroncompat.patches.attention import Attention
+from neuroncompat.patches.compile import Compile
 from neuroncompat.patches.device_map import DeviceMap
 from neuroncompat.patches.dispatch_model import DispatchModel
 from neuroncompat.patches.dist_backend import DistBackend
@@ -19,4 +20,4 @@ from neuroncompat.patches.visible_cores import VisibleCores
 from neuroncompat.patches.vllm import Vllm
 from neuroncompat.patches.xla_coinstall import XlaCoinstall
 
-PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig, VisibleCores, Quantization, GenerateInputs, Vllm, XlaCoinstall)
+PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, Compile, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig, VisibleCores, Quantization, GenerateInputs, Vllm, XlaCoinstall)

@@ -8,8 +8,9 @@ still default to ``dynamic=None`` (research/neuron_gaps.md §3.4).
 
 Fix: ``torch._dynamo.config.automatic_dynamic_shapes = False`` (set when ``torch._dynamo`` is
 imported) and ``TORCH_DYNAMO_AUTOMATIC_DYNAMIC_SHAPES=0`` for child processes. A value the user
-set in the environment is kept (with a warning if it enables dynamic shapes). Calls that ask for
-``dynamic=True`` (``torch.compile``, ``CompileConfig``) get a warning: Neuron will reject them.
+set in the environment is kept (with a warning if it enables dynamic shapes). ``CompileConfig(dynamic=True)``
+gets a warning: Neuron will reject its graphs (``torch.compile(dynamic=True)`` itself is the
+``compile`` patch's job).
 
 Example::
 
@@ -33,7 +34,7 @@ _FALSE = ("0", "false", "no", "off")
 class DynamicShapes(Patch):
     id = "dynamic_shapes"
     reason = "Dynamo automatic dynamic shapes produce graphs Neuron rejects (TRL #7660): keep shapes static"
-    targets = ("torch._dynamo.config", "torch", "transformers.generation.configuration_utils")
+    targets = ("torch._dynamo.config", "transformers.generation.configuration_utils")
 
     def activate(self) -> None:
         self._user_env = os.environ.get(ENV)
@@ -48,23 +49,9 @@ class DynamicShapes(Patch):
                 self.replace(module, "automatic_dynamic_shapes", False)
                 self.changed("torch._dynamo.config.automatic_dynamic_shapes = False (Neuron compiles static shapes only)")
             return True
-        if name == "torch":
-            self.replace(module, "compile", self._warn_dynamic(module.compile, "torch.compile"))
-            return True
         config_cls = module.CompileConfig
         self.replace(config_cls, "__init__", self._warn_dynamic_config(config_cls.__init__))
         return True
-
-    def _warn_dynamic(self, original: Callable[..., Any], what: str) -> Callable[..., Any]:
-        patch = self
-
-        @functools.wraps(original)
-        def compile(*args: Any, **kwargs: Any) -> Any:
-            if kwargs.get("dynamic") is True:
-                patch.warn("%s(dynamic=True): the Neuron backend rejects dynamic graphs; use dynamic=False", what)
-            return original(*args, **kwargs)
-
-        return compile
 
     def _warn_dynamic_config(self, original: Callable[..., Any]) -> Callable[..., Any]:
         patch = self

@@ -42,6 +42,7 @@ logger = logging.getLogger("neuroncompat.simulator")
 
 DEFAULT_CORES = 2
 _libraries: list[torch.library.Library] = []
+_autograd_threading: list[bool] = []  # the setting enable() found, restored by disable()
 
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
@@ -63,10 +64,7 @@ class _Guard(torch._C._acc.DeviceGuard):
 def register_backend() -> None:
     """Rename PrivateUse1 to ``neuron`` and register kernels, without making the device available.
 
-    Possible once per process; later calls do nothing. Call it (or ``enable()``) before the
-    process's first ``backward()``: PyTorch's autograd engine sizes its per-device queues then,
-    and a backend registered later cannot run backward passes. ``NEURONCOMPAT_SIMULATE=1`` with
-    ``import neuroncompat`` first in the script does this at the right time.
+    Possible once per process; later calls do nothing.
     """
     if _libraries:
         return
@@ -99,6 +97,7 @@ def enable(cores: int | None = None) -> None:
     if cores is None:
         cores = int(os.environ.get("NEURONCOMPAT_SIMULATE_CORES", DEFAULT_CORES))
     register_backend()
+    _autograd_on_calling_thread()
     state.configure(cores)
     torch_neuronx_stub.install()
     pinned_memory.install()
@@ -106,9 +105,28 @@ def enable(cores: int | None = None) -> None:
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
 
 
+def _autograd_on_calling_thread() -> None:
+    """Run backward passes on the calling thread, so they work on every simulated core.
+
+    PyTorch's Python-registered PrivateUse1 device guard reports ``deviceCount() == 1``, and
+    the autograd engine sizes its per-device worker queues from that count at a process's first
+    ``backward()``: a backward touching ``neuron:1`` then hits an INTERNAL ASSERT
+    (engine.cpp ``device_ready_queues_``), as does any neuron backward once a CPU one ran
+    first. With autograd multithreading off the engine uses the calling thread's queue for
+    every device (what torch's own multi-threaded process group does). The setting is
+    per thread: it covers the thread that enabled the simulator, where scripts, the Trainer
+    and ``torchrun`` ranks run their backward passes.
+    """
+    if not _autograd_threading:
+        _autograd_threading.append(torch._C._is_multithreading_enabled())
+    torch._C._set_multithreading_enabled(False)
+
+
 def disable() -> None:
     """Make the device unavailable again (its registration stays: see the module docstring)."""
     state.deconfigure()
+    if _autograd_threading:
+        torch._C._set_multithreading_enabled(_autograd_threading.pop())
     torch_neuronx_stub.uninstall()
     pinned_memory.uninstall()
     clear_availability_caches()

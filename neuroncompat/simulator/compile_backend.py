@@ -24,6 +24,7 @@ logger = logging.getLogger("neuroncompat.simulator")
 
 _lock = threading.Lock()
 _records: list["CompiledGraph"] = []
+_listeners: list[Callable[["CompiledGraph"], None]] = []
 # Frames skipped when looking for the line that triggered a compilation.
 _INTERNAL = (f"{os.sep}torch{os.sep}", f"neuroncompat{os.sep}simulator", "<frozen ", f"{os.sep}contextlib.py")
 
@@ -121,6 +122,9 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Calla
     )
     with _lock:
         _records.append(record)
+        listeners = list(_listeners)
+    for listener in listeners:
+        listener(record)
     if dynamic:
         logger.warning(
             "graph %s (%s, called from %s) has dynamic shapes %s: the Neuron backend rejects it "
@@ -145,9 +149,34 @@ def reset_compiles() -> None:
         _records.clear()
 
 
+def on_compile(listener: Callable[[CompiledGraph], None]) -> Callable[[], None]:
+    """Call ``listener`` with each new record, from inside the compilation; returns its remover.
+
+    For observers that need what only the compiling call stack shows (``neuroncompat simulate``
+    takes the user's own line that triggered the compile from it).
+    """
+    with _lock:
+        _listeners.append(listener)
+
+    def remove() -> None:
+        with _lock:
+            if listener in _listeners:
+                _listeners.remove(listener)
+
+    return remove
+
+
 def register() -> None:
-    """Register ``neuron`` with Dynamo once per process (Dynamo's registry is append-only)."""
+    """Register ``neuron`` with Dynamo once per process (Dynamo's registry is append-only).
+
+    The simulator's own files join Dynamo's skip list, as torch's internals are: otherwise a
+    graph break inside a compiled region (``model.compile()`` compiles ``Module._call_impl``,
+    which breaks on hooks) lets Dynamo compile ``NeuronTensor.__torch_dispatch__`` frames as if
+    they were user code, and the record fills with graphs of the simulator's bookkeeping.
+    """
+    from torch._dynamo import trace_rules
     from torch._dynamo.backends import registry
 
     if "neuron" not in registry._COMPILER_FNS:
         registry.register_backend(neuron_backend, name="neuron")
+        trace_rules.add("neuroncompat.simulator")
