@@ -82,3 +82,31 @@ def build_causal_lm(path: str | Path, arch: str = "qwen3", layers: int = 2, seed
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(path)
     return path
+
+
+def fit_causal_lm(path: str | Path, texts: list[str], steps: int = 60, lr: float = 3e-3, seed: int = 0) -> Path:
+    """Train the model saved at ``path`` on ``texts`` until it has memorised them; save it back.
+
+    A randomly initialised model's next-token logits are nearly tied, so greedy decoding flips
+    under any change of precision (fp32 on CPU vs bf16 on Neuron) and no comparison of tokens
+    means anything. A model that has memorised its texts continues a prefix of one of them with
+    wide logit margins, and gives the same greedy tokens in fp32 and bf16.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    batch = tokenizer(texts, return_tensors="pt", padding=True)
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    torch.manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        loss = model(**batch, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.save_pretrained(path)
+    return path
