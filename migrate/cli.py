@@ -2,19 +2,23 @@
 
 Exit codes: 0 nothing to do (or everything written); 1 with `--check` when any file would
 change (new rewrites or new TODOs); 2 on errors (unparseable or unreadable files, internal
-errors, bad options). Diffs go to stdout, the summary to stderr.
+errors, bad options). With the default text format diffs go to stdout (coloured only on a
+terminal, never with NO_COLOR set) and the summary to stderr; the other formats
+(`migrate.formats`) write their report to stdout and, for `github`, the summary to stderr.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
 
 from migrate import config as config_mod
-from migrate.discover import python_files
+from migrate.discover import source_files
 from migrate.engine import Options
+from migrate.formats import FORMATS
 from migrate.registry import Selection, get_rule
 
 
@@ -30,7 +34,8 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--ignore", multiple=True, help="Skip these rule ids or prefixes.")
 @click.option("--exclude", multiple=True, help="Extra directory names to skip when recursing.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default: CPUs).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default=None, help="Output format.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="Report format: text (diff + summary), json, markdown (PR comment), github (annotations), sarif.")
 @click.option("--no-shim", is_flag=True, help="Do not add `import neuroncompat` to entry scripts.")
 @click.option("--quiet", "-q", is_flag=True, help="No diff and no summary; only errors.")
 @click.option("--explain", metavar="NMxxx", help="Describe one rule and exit.")
@@ -40,7 +45,9 @@ def main(paths: tuple[str, ...], write: bool, check: bool, select: tuple[str, ..
          explain: str | None, rules_doc: bool) -> None:
     """Port CUDA Hugging Face scripts under PATHS to native TorchNeuron.
 
-    Shows a unified diff by default; --write applies it; --check is for CI.
+    PATHS are Python files, notebooks (.ipynb), accelerate/recipe YAML configs and shell
+    launchers, or directories holding them. Shows a unified diff by default; --write applies
+    it; --check is for CI and pre-commit.
     """
     if explain:
         from migrate.docs import explain as render
@@ -68,7 +75,8 @@ def main(paths: tuple[str, ...], write: bool, check: bool, select: tuple[str, ..
         click.echo(f"neuron-migrate: {exc}", err=True)
         sys.exit(2)
 
-    from migrate import report, runner
+    from migrate import runner
+    from migrate.formats import github, json, markdown, sarif, text
 
     selection = Selection(
         select=_split(select) or _split(tuple(cfg.get("select", ()))),
@@ -76,18 +84,21 @@ def main(paths: tuple[str, ...], write: bool, check: bool, select: tuple[str, ..
     )
     options = Options(selection=selection, shim=not no_shim and cfg.get("shim", True))
     fmt = fmt or cfg.get("format", "text")
-    files = list(python_files(list(paths), frozenset(exclude) | frozenset(cfg.get("exclude", ()))))
+    if fmt not in FORMATS:
+        click.echo(f"neuron-migrate: unknown format {fmt!r} in pyproject.toml (one of {', '.join(FORMATS)})", err=True)
+        sys.exit(2)
+    files = list(source_files(list(paths), frozenset(exclude) | frozenset(cfg.get("exclude", ()))))
     jobs = jobs or cfg.get("jobs") or (runner.default_jobs() if len(files) > 8 else 1)
     results = runner.run(files, options, jobs=jobs, write=write)
+    mode = "write" if write else "check" if check else "diff"
 
-    if fmt == "json":
-        click.echo(report.as_json(results, write), nl=False)
-    elif not quiet and not write and not check:
-        for result in results:
-            if result.status == "changed":
-                click.echo(report.unified_diff(result), nl=False)
-    if not quiet and fmt == "text":
-        click.echo(report.summary(results, write), err=True, nl=False)
+    if fmt != "text":
+        module = {"json": json, "markdown": markdown, "github": github, "sarif": sarif}[fmt]
+        click.echo(module.render(results, mode), nl=False)
+    elif not quiet and mode == "diff":
+        click.echo(text.diffs(results), nl=False, color=False if os.environ.get("NO_COLOR") else None)
+    if not quiet and fmt in ("text", "github"):
+        click.echo(text.render(results, mode), err=True, nl=False)
     elif quiet:
         for result in results:
             if result.error:

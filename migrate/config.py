@@ -1,7 +1,7 @@
 """`[tool.neuron-migrate]` in the nearest pyproject.toml: defaults for the CLI options.
 
 Keys mirror the options: `select`, `ignore`, `exclude` (lists of strings), `shim` (bool),
-`jobs` (int), `format` ("text"/"json"). Options given on the command line win.
+`jobs` (int), `format` (a `--format` name). Options given on the command line win.
 """
 
 from __future__ import annotations

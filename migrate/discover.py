@@ -1,4 +1,7 @@
-"""Find the Python files under the given paths: recursion, default excludes, `.gitignore`.
+"""Find the files to migrate under the given paths: recursion, default excludes, `.gitignore`.
+
+A directory walk yields the suffixes in `SUFFIXES` (Python, notebooks, YAML, shell); which
+YAML files are configs worth touching is decided from their keys by the YAML migrator, not here.
 
 stdlib only. `.gitignore` support covers what repositories use in practice: blank lines and
 comments, `!` negation, directory-only patterns (`build/`), anchored patterns (`/dist`,
@@ -14,6 +17,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+# suffix -> the kind of file `migrate.dispatch` hands it to
+SUFFIXES = {".py": "python", ".ipynb": "notebook", ".yaml": "yaml", ".yml": "yaml", ".sh": "shell", ".bash": "shell"}
 
 DEFAULT_EXCLUDES = frozenset({
     ".venv", "venv", "build", "dist", ".tox", "site-packages", ".git", "__pycache__",
@@ -92,7 +98,7 @@ def _ignored(path: Path, is_dir: bool, stack: list[_Ignore]) -> bool:
     return verdict
 
 
-def python_files(paths: list[str], extra_excludes: frozenset[str] = frozenset()) -> Iterator[Path]:
+def source_files(paths: list[str], extra_excludes: frozenset[str] = frozenset()) -> Iterator[Path]:
     """Yield files to migrate, in a stable order. Explicit file arguments are always yielded."""
     excludes = DEFAULT_EXCLUDES | extra_excludes
     for raw in paths:
@@ -124,5 +130,5 @@ def _walk(directory: Path, stack: list[_Ignore], seen: set[str], excludes: froze
             if entry.name in excludes or _ignored(path, True, stack):
                 continue
             yield from _walk(path, stack, seen, excludes)
-        elif entry.name.endswith(".py") and not _ignored(path, False, stack):
+        elif path.suffix.lower() in SUFFIXES and not _ignored(path, False, stack):
             yield path

@@ -10,6 +10,7 @@ FAMILIES = {
     "NM3": "Generation and static shapes",
     "NM4": "Distributed",
     "NM7": "Version drift (transformers 5, TRL 1.x)",
+    "NM8": "Config and launch files: accelerate/recipe YAML, shell launchers, notebook magics",
     "NM9": "Cannot migrate: TODO comments",
 }
 
@@ -18,7 +19,7 @@ def explain(rule: Rule) -> str:
     """One rule as Markdown."""
     return (
         f"## {rule.id} `{rule.name}`\n\n{rule.summary}\n\n{rule.rationale}\n\n"
-        f"Before:\n\n```python\n{rule.before}```\n\nAfter:\n\n```python\n{rule.after}```\n"
+        f"Before:\n\n```{rule.language}\n{rule.before}```\n\nAfter:\n\n```{rule.language}\n{rule.after}```\n"
     )
 
 

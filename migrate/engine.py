@@ -10,6 +10,7 @@ import ast
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -35,6 +36,27 @@ class Options:
     shim: bool = True
 
 
+class Finding(NamedTuple):
+    """A TODO comment or a report-only note: rule id, text, and where (when known).
+
+    `line` is 1-based in the file; in a notebook it counts within the code cell `cell`
+    (1-based over all cells, as Jupyter shows them).
+    """
+
+    rule: str
+    message: str
+    line: int | None = None
+    cell: int | None = None
+
+
+class TextChange(NamedTuple):
+    """Old and new text of one file, or of one notebook cell, for the diff."""
+
+    old: str
+    new: str
+    cell: int | None = None
+
+
 @dataclass
 class FileResult:
     """The outcome for one file. `new` is None when nothing changes or on error."""
@@ -43,25 +65,27 @@ class FileResult:
     status: str  # "unchanged", "changed", "skipped", "error", "internal-error"
     new: bytes | None = None
     hits: Counter[str] = field(default_factory=Counter)
-    todos: list[tuple[int, str, str]] = field(default_factory=list)  # (line, rule id, text)
-    warnings: list[tuple[str, str]] = field(default_factory=list)
+    todos: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
     error: str | None = None
-    old_text: str = ""
-    new_text: str = ""
+    error_line: int | None = None
+    changes: list[TextChange] = field(default_factory=list)
+    kind: str = "python"  # "python", "notebook", "yaml", "shell"
 
     @property
     def changed(self) -> bool:
         return self.new is not None
 
 
-def _todos(text: str) -> list[tuple[int, str, str]]:
+def find_todos(text: str, cell: int | None = None) -> list[Finding]:
+    """Every `# TODO(neuron-migrate NMxxx): ...` comment in `text`, with its line."""
     if TODO_PREFIX.strip() not in text:
         return []
     found = []
     for number, line in enumerate(text.splitlines(), start=1):
         match = _TODO_LINE.search(line)
         if match:
-            found.append((number, match.group(1), match.group(2)))
+            found.append(Finding(match.group(1), match.group(2), number, cell))
     return found
 
 
@@ -74,9 +98,10 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
     try:
         module = cst.parse_module(data)
     except cst.ParserSyntaxError as exc:
-        return FileResult(path, "error", error=_syntax_error(data, path, exc))
+        message, line = _syntax_error(data, path, exc)
+        return FileResult(path, "error", error=message, error_line=line)
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
-        return FileResult(path, "error", error=f"{path}:1: cannot decode: {exc}")
+        return FileResult(path, "error", error=f"{path}:1: cannot decode: {exc}", error_line=1)
     text = data.decode(module.encoding, errors="replace")
     facts = FileFacts.from_text(text)
     ctx = FileContext(imports=ImportMap(), facts=facts, selection=options.selection, text=text)
@@ -93,7 +118,7 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
         new_module = add_imports(new_module, wanted)
     new_bytes = new_module.bytes
     if new_bytes == data:
-        return FileResult(path, "unchanged", todos=_todos(text))
+        return FileResult(path, "unchanged", todos=find_todos(text))
     try:
         compile(new_bytes, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except Exception as exc:  # noqa: BLE001  (any failure here is our bug, not the user's)
@@ -109,22 +134,21 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
         "changed",
         new=new_bytes,
         hits=root.hits,
-        todos=_todos(new_text),
-        warnings=root.warnings,
-        old_text=text,
-        new_text=new_text,
+        todos=find_todos(new_text),
+        warnings=[Finding(rule_id, message) for rule_id, message in root.warnings],
+        changes=[TextChange(text, new_text)],
     )
 
 
-def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> str:
-    """`file:line:col: syntax error: ...`, located by CPython's parser (libcst's points later)."""
+def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> tuple[str, int]:
+    """`file:line:col: syntax error: ...` and the line, located by CPython's parser (libcst's points later)."""
     try:
         compile(data, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as err:
-        return f"{path}:{err.lineno}:{err.offset or 1}: syntax error: {err.msg}; file skipped"
+        return f"{path}:{err.lineno}:{err.offset or 1}: syntax error: {err.msg}; file skipped", err.lineno or 1
     except ValueError:
         pass
-    return f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {exc.message}; file skipped"
+    return f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {exc.message}; file skipped", exc.raw_line
 
 
 def _imports_shim(module: cst.Module) -> bool:

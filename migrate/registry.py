@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 class Rule:
     """One migration rule.
 
-    `before`/`after` are small, complete code examples; `docs/rules.md` and `--explain` show
-    them, and a test runs the engine on `before` and checks it yields `after`.
+    `before`/`after` are small, complete examples of a `language` file; `docs/rules.md` and
+    `--explain` show them, and a test migrates `before` and checks it yields `after`.
     """
 
     id: str
@@ -24,11 +24,12 @@ class Rule:
     rationale: str
     before: str
     after: str
-    todo: bool = False  # True for NM9xx rules, which annotate instead of rewriting
+    todo: bool = False  # True for rules that annotate instead of rewriting (all NM9xx)
+    language: str = "python"  # the kind of file the examples are: python, yaml, shell
 
     @property
     def family(self) -> str:
-        """The id prefix that groups rules: NM1, NM2, NM3, NM4, NM7, NM9."""
+        """The id prefix that groups rules: NM1, NM2, ..., NM9."""
         return self.id[:3]
 
 
@@ -43,17 +44,21 @@ def register(rule: Rule) -> Rule:
     return rule
 
 
-def all_rules() -> list[Rule]:
-    """All registered rules in id order (importing `migrate.rules` registers them)."""
-    import migrate.rules  # noqa: F401  (registration side effect)
+def _load() -> None:
+    """Import the modules whose import registers rules: the Python families and NM8xx."""
+    import migrate.configs.catalog  # noqa: F401
+    import migrate.rules  # noqa: F401
 
+
+def all_rules() -> list[Rule]:
+    """All registered rules in id order."""
+    _load()
     return [_RULES[k] for k in sorted(_RULES)]
 
 
 def get_rule(rule_id: str) -> Rule | None:
     """Look a rule up by exact id, case-insensitively."""
-    import migrate.rules  # noqa: F401
-
+    _load()
     return _RULES.get(rule_id.upper())
 
 

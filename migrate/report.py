@@ -1,77 +1,104 @@
-"""What the user sees: unified diffs (stdout), the end-of-run summary (stderr), or JSON.
+"""What every report format shares: file order, display paths, counts, and the diff itself.
 
 Diffs are plain text that `git apply`/`patch -p1` accept (`a/` and `b/` prefixes), never run
-through a markup renderer, so what is shown is exactly what `--write` produces.
+through a markup renderer, so what is shown is exactly what `--write` produces. A notebook's
+diff compares cell sources, one hunk header per cell (`@@ -1,3 +1,4 @@ cell 3`), because a
+diff of the raw JSON is unreadable. The formats themselves live in `migrate.formats`.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
+import os
 from collections import Counter
-from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from migrate.engine import FileResult
-from migrate.registry import get_rule
+from migrate.engine import FileResult, Finding
+
+ERRORS = ("error", "internal-error")
+
+
+def display_path(path: str) -> str:
+    """The path as a reviewer reads it: relative to the working directory when inside it, `/`-separated."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return absolute.as_posix()
+
+
+def ordered(results: list[FileResult]) -> list[FileResult]:
+    """Results by display path, so every format lists files in the same, stable order."""
+    return sorted(results, key=lambda r: display_path(r.path))
+
+
+def status_text(result: FileResult, mode: str) -> str:
+    """`would change` / `changed` / `unchanged` / `skipped` / `error`."""
+    if result.status == "changed":
+        return "changed" if mode == "write" else "would change"
+    return "error" if result.status in ERRORS else result.status
+
+
+def where(finding: Finding) -> str:
+    """`line 4`, `cell 3, line 2`, `cell 3` or `` for a finding's location."""
+    parts = [f"cell {finding.cell}"] if finding.cell is not None else []
+    if finding.line is not None:
+        parts.append(f"line {finding.line}")
+    return ", ".join(parts)
 
 
 def unified_diff(result: FileResult) -> str:
     """The diff of one changed file, with normalised `\\n` line endings for display."""
-    old = result.old_text.splitlines(keepends=True)
-    new = result.new_text.splitlines(keepends=True)
-    path = result.path.lstrip("./") if not result.path.startswith("/") else result.path.lstrip("/")
-    lines = difflib.unified_diff(old, new, fromfile=f"a/{path}", tofile=f"b/{path}")
-    out = []
-    for line in lines:
-        if not line.endswith("\n"):
-            line += "\n\\ No newline at end of file\n"
-        out.append(line.replace("\r\n", "\n"))
+    path = display_path(result.path)
+    out = [f"--- a/{path}\n", f"+++ b/{path}\n"]
+    for change in result.changes:
+        old = change.old.splitlines(keepends=True)
+        new = change.new.splitlines(keepends=True)
+        for line in list(difflib.unified_diff(old, new))[2:]:
+            if line.startswith("@@") and change.cell is not None:
+                line = f"{line.rstrip()} cell {change.cell}\n"
+            if not line.endswith("\n"):
+                line += "\n\\ No newline at end of file\n"
+            out.append(line.replace("\r\n", "\n"))
     return "".join(out)
 
 
-def summary(results: list[FileResult], write: bool) -> str:
-    """Files scanned/changed/skipped/errors, rewrites per rule, TODOs with file:line."""
-    counts = Counter(r.status for r in results)
-    hits: Counter[str] = Counter()
-    for r in results:
-        hits.update(r.hits)
-    verb = "changed" if write else "would change"
-    lines = [
-        f"neuron-migrate: {len(results)} files scanned, {counts['changed']} {verb}, "
-        f"{counts['unchanged']} unchanged, {counts['skipped']} skipped (skip-file), "
-        f"{counts['error'] + counts['internal-error']} errors"
-    ]
-    if hits:
-        lines.append("rewrites per rule:")
-        for rule_id, n in sorted(hits.items()):
-            rule = get_rule(rule_id)
-            lines.append(f"  {rule_id} {rule.name if rule else '?'}: {n}")
-    todos = [(r.path, line, rule_id, text) for r in results for line, rule_id, text in r.todos]
-    if todos:
-        lines.append(f"TODOs needing manual work ({len(todos)}):")
-        for path, line, rule_id, text in todos:
-            lines.append(f"  warning: {path}:{line}: {rule_id} {text}")
-    warnings = [(r.path, rule_id, text) for r in results for rule_id, text in r.warnings]
-    for path, rule_id, text in warnings:
-        lines.append(f"  warning: {path}: {rule_id} {text}")
-    for r in results:
-        if r.error:
-            lines.append(f"  error: {r.error}")
-    return "\n".join(lines) + "\n"
+def first_changed_line(result: FileResult) -> int | None:
+    """The first line (of the file, or of the first changed cell) that the migration changes."""
+    if not result.changes:
+        return None
+    change = result.changes[0]
+    matcher = difflib.SequenceMatcher(None, change.old.splitlines(), change.new.splitlines(), autojunk=False)
+    for tag, i1, _, _, _ in matcher.get_opcodes():
+        if tag != "equal":
+            return i1 + 1
+    return 1
 
 
-def as_json(results: Iterable[FileResult], write: bool) -> str:
-    """One record per file: status, rewrites per rule, TODOs, warnings, error, diff."""
-    records = []
-    for r in results:
-        records.append({
-            "path": r.path,
-            "status": r.status,
-            "written": bool(write and r.status == "changed"),
-            "rewrites": dict(sorted(r.hits.items())),
-            "todos": [{"line": line, "rule": rule_id, "message": text} for line, rule_id, text in r.todos],
-            "warnings": [{"rule": rule_id, "message": text} for rule_id, text in r.warnings],
-            "error": r.error,
-            "diff": unified_diff(r) if r.status == "changed" else "",
-        })
-    return json.dumps({"files": records}, indent=2) + "\n"
+@dataclass
+class Totals:
+    """The counts the summaries print."""
+
+    files: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    rewrites: Counter[str] = field(default_factory=Counter)
+    todos: int = 0
+
+    @classmethod
+    def of(cls, results: list[FileResult]) -> "Totals":
+        totals = cls(files=len(results))
+        for r in results:
+            totals.statuses[r.status] += 1
+            totals.rewrites.update(r.hits)
+            totals.todos += len(r.todos)
+        return totals
+
+    @property
+    def errors(self) -> int:
+        return sum(self.statuses[s] for s in ERRORS)
+
+
+def rewrites_text(hits: Counter[str]) -> str:
+    """`NM101 ×2, NM104 ×1` in id order."""
+    return ", ".join(f"{rule} ×{n}" for rule, n in sorted(hits.items()))

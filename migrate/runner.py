@@ -1,4 +1,4 @@
-"""Run the engine over many files: read, migrate (optionally in worker processes), write.
+"""Run the migrators over many files: read, migrate (optionally in worker processes), write.
 
 One bad file never stops the run: read errors, parse errors and internal errors become
 per-file results; the CLI turns them into exit code 2.
@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from migrate.engine import FileResult, Options, migrate_source
+from migrate.dispatch import migrate_file
+from migrate.engine import FileResult, Options
 from migrate.writer import write_atomic
 
 
@@ -22,7 +23,7 @@ def _migrate_path(args: tuple[str, Options]) -> FileResult:
     except OSError as exc:
         return FileResult(path, "error", error=f"{path}: cannot read: {exc.strerror or exc}")
     try:
-        return migrate_source(data, path, options)
+        return migrate_file(data, path, options)
     except RecursionError:
         return FileResult(path, "error", error=f"{path}: too deeply nested for the parser; skipped")
     except Exception as exc:  # noqa: BLE001  (report and keep going; it's our bug)

@@ -1,0 +1,175 @@
+"""NM8xx: the rule records for configs and launch files, and the TODO texts their code emits.
+
+Like every family, the records are data for `--explain`, `docs/rules.md` and `--select`; the
+examples are real files (`language` says which kind) and `tests/migrate/test_rules.py` runs
+each through `migrate.dispatch` to check that it yields its `after`.
+"""
+
+from __future__ import annotations
+
+from migrate.registry import Rule, register
+
+TODO_TEXT = {
+    "NM804": "NEURON_RT_VISIBLE_CORES={value} is set at run time: it names NeuronCores, not GPUs (under "
+             "LNC=2 GPU i is cores 2i,2i+1), and must be aligned pairs such as 0,1 / 2,3 / 0-3",
+    "NM811": "DeepSpeed has no Neuron backend: use FSDP2 (ZeRO-3 -> full_shard with fsdp_version 2, "
+             "ZeRO-1/2 -> plain data parallel) launched by torchrun or accelerate launch",
+    "NM812": "removed the neuron_parallel_compile prefix: native TorchNeuron compiles on first run, so this "
+             "line now trains for real; delete it if it was only a precompile pass before the real run",
+    "NM813": "optimum-cli export neuron is not needed: native TorchNeuron loads the Hugging Face checkpoint "
+             "directly (from_pretrained(model_id, device_map=\"neuron\")) and compiles on first run; load "
+             "the original model id instead of the exported directory",
+    "NM814": "{names}: CUDA-only, does not build or run on Neuron ({action}); sdpa attention, bf16 weights "
+             "and model.generate take their place",
+    "NM815": "nvidia-smi has no Neuron equivalent for these options: list devices with neuron-ls, watch "
+             "utilisation with neuron-top",
+}
+
+
+def _rule(id: str, name: str, language: str, summary: str, rationale: str, before: str, after: str,
+          todo: bool = False) -> None:
+    register(Rule(id=id, name=name, summary=summary, rationale=rationale, before=before, after=after,
+                  todo=todo, language=language))
+
+
+def _todo(rule_id: str, text: str) -> str:
+    return f"# TODO(neuron-migrate {rule_id}): {text}\n"
+
+
+_rule(
+    "NM801", "accelerate-multi-neuron", "yaml",
+    "accelerate config `distributed_type: MULTI_GPU` -> `MULTI_NEURON`.",
+    "accelerate 1.15 has `DistributedType.MULTI_NEURON` (backend `neuron`); `MULTI_GPU` asks for "
+    "NCCL and CUDA devices. Only files that look like accelerate configs (`distributed_type` "
+    "plus another key `accelerate config` writes) are touched.",
+    "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU  # 8 GPUs\nnum_processes: 8\n",
+    "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_NEURON  # 8 GPUs\nnum_processes: 8\n",
+)
+_rule(
+    "NM802", "config-bf16", "yaml",
+    "fp16 -> bf16 in configs: accelerate `mixed_precision: fp16`, recipe `fp16: true`.",
+    "Trainium computes in bf16; the fp16 path needs a GradScaler whose Neuron support is "
+    "unconfirmed. In a recipe `fp16` is renamed to `bf16` (or, when `bf16` is there too, "
+    "`fp16: false` and `bf16: true`).",
+    "distributed_type: MULTI_NEURON\nmixed_precision: fp16\nnum_processes: 2\n",
+    "distributed_type: MULTI_NEURON\nmixed_precision: bf16\nnum_processes: 2\n",
+)
+_rule(
+    "NM803", "visible-cores", "shell",
+    "`CUDA_VISIBLE_DEVICES` -> `NEURON_RT_VISIBLE_CORES`, GPU i -> NeuronCores 2i,2i+1.",
+    "The Neuron runtime ignores `CUDA_VISIBLE_DEVICES`. Under the default LNC=2 a logical "
+    "NeuronCore is the physical pair 2i,2i+1, so one GPU becomes one aligned pair (LNC=1 in the "
+    "same script: core i). `$CUDA_VISIBLE_DEVICES` expansions are renamed too.",
+    "CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node=2 train.py\n",
+    "NEURON_RT_VISIBLE_CORES=0-3 torchrun --nproc_per_node=2 train.py\n",
+)
+_rule(
+    "NM804", "aligned-cores", "shell",
+    "TODO: a NeuronCore set that is not aligned pairs, or that cannot be checked.",
+    "Under LNC=2 the runtime only accepts sets of whole pairs {2k, 2k+1} (`0,1`, `2,3`, `0-3`; not "
+    "`1,2`). accelerate copies `gpu_ids` (config or `--gpu_ids`) into `NEURON_RT_VISIBLE_CORES` "
+    "verbatim, so they are checked too, also against `num_processes`. A value computed at run "
+    "time cannot be checked and gets the same TODO. The set is never changed silently: that "
+    "would change which cores run.",
+    "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
+    _todo("NM804", "NEURON_RT_VISIBLE_CORES=1,2: 1,2 is not a set of aligned core pairs: under LNC=2 (the "
+          "default) each logical NeuronCore is the physical pair 2k,2k+1 and 1, 2 lack their partner; "
+          "use 0,1 or 2,3 (one logical core each) or 0-3 (two)")
+    + "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
+    todo=True,
+)
+_rule(
+    "NM805", "config-sdpa", "yaml",
+    "Recipe `attn_implementation: flash_attention_2` -> `sdpa` (also nested, e.g. `model_init_kwargs`).",
+    "flash-attn kernels are CUDA-only; `sdpa` lowers to ATen scaled-dot-product attention, which "
+    "TorchNeuron provides.",
+    "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: flash_attention_2\noutput_dir: out\n",
+    "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: sdpa\noutput_dir: out\n",
+)
+_rule(
+    "NM806", "config-no-bnb", "yaml",
+    "Recipe `load_in_4bit: true` / `load_in_8bit: true` -> `false`.",
+    "bitsandbytes kernels are CUDA-only; the model loads in bf16 instead (about 4x the 4-bit "
+    "weight memory), as NM209 does for Python, and the NM908 TODO above the key says so.",
+    "model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: true\noutput_dir: out\n",
+    "model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: false\noutput_dir: out\n",
+)
+_rule(
+    "NM807", "config-no-vllm", "yaml",
+    "Recipe `use_vllm: true` -> `false` plus `cache_implementation: static`.",
+    "vLLM does not run inside a TorchNeuron process; GRPO/RLOO then generate with "
+    "`model.generate`, and a static cache keeps its shapes fixed for the compiler (NM303 in Python).",
+    "output_dir: out\nuse_vllm: true\nvllm_mode: colocate\n",
+    "output_dir: out\nuse_vllm: false\ncache_implementation: static\nvllm_mode: colocate\n",
+)
+_rule(
+    "NM808", "config-max-length", "yaml",
+    "Recipe `max_seq_length:` -> `max_length:` (TRL 1.x).",
+    "TRL 1.x renamed `SFTConfig.max_seq_length` to `max_length`; `TrlParser` rejects the old key "
+    "(NM705 in Python). Left alone when `max_length` is already set.",
+    "output_dir: out\nmax_seq_length: 2048  # tokens\n",
+    "output_dir: out\nmax_length: 2048  # tokens\n",
+)
+_rule(
+    "NM809", "config-no-tf32", "yaml",
+    "Recipe `tf32: true` is commented out.",
+    "`TrainingArguments(tf32=True)` raises on any non-CUDA host. The line is kept as a comment, "
+    "so the setting is visible in review.",
+    "output_dir: out\ntf32: true\n",
+    "output_dir: out\n# tf32: true  # neuron-migrate NM809: tf32 is CUDA-only\n",
+)
+_rule(
+    "NM810", "launch-bf16", "shell",
+    "Launch lines: `--fp16` -> `--bf16`, `--mixed_precision fp16` -> `bf16`.",
+    "The same precision change as NM201 for arguments given on the command line of python, "
+    "torchrun, accelerate launch and friends. `--fp16 False` and lines that already pass "
+    "`--bf16` are left alone.",
+    "accelerate launch --mixed_precision fp16 train.py --fp16\n",
+    "accelerate launch --mixed_precision bf16 train.py --bf16\n",
+)
+_rule(
+    "NM811", "deepspeed-launch", "shell",
+    "TODO: the `deepspeed` launcher, `--deepspeed` configs, accelerate `distributed_type: DEEPSPEED`.",
+    "DeepSpeed has no Neuron accelerator and the accelerate wizard refuses it on Neuron; the ZeRO "
+    "stage decides the FSDP2 replacement, which needs a person.",
+    "deepspeed --num_gpus 8 train.py --deepspeed ds_z3.json\n",
+    _todo("NM811", TODO_TEXT["NM811"]) + "deepspeed --num_gpus 8 train.py --deepspeed ds_z3.json\n",
+    todo=True,
+)
+_rule(
+    "NM812", "parallel-compile-prefix", "shell",
+    "Optimum Neuron's `neuron_parallel_compile` prefix is removed (noted in the report).",
+    "It ran a graph-extraction pass to fill the XLA compile cache. Native TorchNeuron runs eagerly "
+    "and `torch.compile` compiles on first call, so the prefix has nothing to do; the command "
+    "after it now trains for real, which the report points out.",
+    "MALLOC_ARENA_MAX=64 neuron_parallel_compile torchrun --nproc_per_node=2 train.py\n",
+    "MALLOC_ARENA_MAX=64 torchrun --nproc_per_node=2 train.py\n",
+)
+_rule(
+    "NM813", "optimum-export", "shell",
+    "TODO: `optimum-cli export neuron` is not needed.",
+    "Native TorchNeuron loads the Hugging Face checkpoint itself (`device_map=\"neuron\"`) and "
+    "compiles on first run; the exported directory's later uses must point at the original model "
+    "id, which only a person can connect.",
+    "optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",
+    _todo("NM813", TODO_TEXT["NM813"])
+    + "optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",
+    todo=True,
+)
+_rule(
+    "NM814", "cuda-pip-packages", "shell",
+    "CUDA-only packages (flash-attn, bitsandbytes, vllm, xformers, ...) leave `pip install` lines.",
+    "They fail to build or import without CUDA. Other packages on the line stay; a line left "
+    "with nothing to install is commented out. Also applies to notebook `!pip`/`%pip` magics.",
+    "pip install -U transformers flash-attn bitsandbytes\n",
+    _todo("NM814", TODO_TEXT["NM814"].format(names="flash-attn, bitsandbytes", action="removed from this install"))
+    + "pip install -U transformers\n",
+)
+_rule(
+    "NM815", "nvidia-smi", "shell",
+    "`nvidia-smi` -> `neuron-ls`; with options, a TODO.",
+    "neuron-ls lists the Neuron devices and cores; nvidia-smi's query options have no "
+    "one-to-one equivalent (neuron-top shows utilisation).",
+    "nvidia-smi\n",
+    "neuron-ls\n",
+)

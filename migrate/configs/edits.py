@@ -1,0 +1,126 @@
+"""Span edits and TODO comments for the line-oriented migrators (YAML, shell, notebook magics).
+
+These files are rewritten by splicing: a rule names an exact character span and its
+replacement, or asks for a TODO comment above a line. Everything else stays byte-identical
+(indentation, quoting, comments, blank lines, line endings), which a load-and-dump round trip
+of YAML or a re-rendered shell script cannot promise. Callers re-parse the result before
+accepting it.
+
+`# neuron-migrate: skip` on a line (or on a comment line right above it) drops the edits and
+TODOs anchored on that line, as it does for Python statements.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from migrate.engine import Finding
+from migrate.registry import Selection
+from migrate.transform import SKIP_MARKER, TODO_PREFIX
+
+_TAG = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\)")
+
+
+@dataclass(frozen=True)
+class _Edit:
+    rule: str
+    start: int
+    end: int
+    text: str
+    anchor: int  # the site: its line's skip marker drops the edit; one hit per rule and site
+
+
+@dataclass
+class Changes:
+    """What the rules want done to one text; `apply` produces the new text."""
+
+    text: str
+    selection: Selection
+    edits: list[_Edit] = field(default_factory=list)
+    todos: list[tuple[int, str, str]] = field(default_factory=list)  # (offset, rule, message)
+    notes: list[Finding] = field(default_factory=list)
+    hits: Counter[str] = field(default_factory=Counter)
+
+    def enabled(self, rule: str) -> bool:
+        return self.selection.enabled(rule)
+
+    def replace(self, rule: str, start: int, end: int, text: str, anchor: int | None = None) -> None:
+        """Replace `self.text[start:end]` with `text` (an insertion when start == end)."""
+        if text != self.text[start:end]:
+            self.edits.append(_Edit(rule, start, end, text, start if anchor is None else anchor))
+
+    def todo(self, rule: str, offset: int, message: str) -> None:
+        """A `# TODO(neuron-migrate RULE): message` line above the line holding `offset`."""
+        if self.enabled(rule) and (offset, rule, message) not in self.todos:
+            self.todos.append((offset, rule, message))
+
+    def note(self, rule: str, offset: int, message: str) -> None:
+        """A report-only remark about the line holding `offset`."""
+        self.notes.append(Finding(rule, message, self.line_of(offset)))
+
+    def line_of(self, offset: int) -> int:
+        return self.text.count("\n", 0, offset) + 1
+
+    def line_start(self, offset: int) -> int:
+        return self.text.rfind("\n", 0, offset) + 1
+
+    def line_end(self, offset: int) -> int:
+        """The offset of the line break ending the line holding `offset` (or the text's end)."""
+        end = self.text.find("\n", offset)
+        end = len(self.text) if end == -1 else end
+        return end - 1 if end > 0 and self.text[end - 1] == "\r" else end
+
+    def apply(self) -> str:
+        """The new text: edits spliced in, TODO lines inserted once per line and rule."""
+        skipped = self._skipped_lines()
+        newline = "\r\n" if "\r\n" in self.text else "\n"
+        pieces: list[_Edit] = []
+        done: set[tuple[int, str]] = set()
+        for offset, rule, message in self.todos:
+            start = self.line_start(offset)
+            if self.line_of(start) in skipped or (start, rule) in done or rule in self._tags_above(start):
+                continue
+            done.add((start, rule))
+            indent = re.match(r"[ \t]*", self.text[start:]).group(0)
+            pieces.append(_Edit(rule, start, start, f"{indent}{TODO_PREFIX}{rule}): {message}{newline}", start))
+        sites = set()
+        for edit in self.edits:
+            if self.line_of(edit.anchor) not in skipped:
+                pieces.append(edit)
+                sites.add((edit.rule, edit.anchor))
+        self.hits.update(rule for rule, _ in sites)
+        pieces.sort(key=lambda e: (e.start, e.end))
+        out, position = [], 0
+        for edit in pieces:
+            if edit.start < position:
+                raise AssertionError(f"overlapping edits at offset {edit.start} ({edit.rule})")
+            out.append(self.text[position:edit.start])
+            out.append(edit.text)
+            position = edit.end
+        out.append(self.text[position:])
+        return "".join(out)
+
+    def _tags_above(self, start: int) -> set[str]:
+        """TODO tags in the block of comment lines directly above the line at `start`."""
+        tags = set()
+        lines = self.text[:start].splitlines()
+        for line in reversed(lines):
+            if not line.lstrip().startswith("#"):
+                break
+            match = _TAG.search(line)
+            if match:
+                tags.add(match.group(1))
+        return tags
+
+    def _skipped_lines(self) -> set[int]:
+        if SKIP_MARKER not in self.text:
+            return set()
+        skipped = set()
+        for number, line in enumerate(self.text.splitlines(), start=1):
+            if SKIP_MARKER in line:
+                skipped.add(number)
+                if line.lstrip().startswith("#"):
+                    skipped.add(number + 1)
+        return skipped

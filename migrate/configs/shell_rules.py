@@ -1,0 +1,239 @@
+"""NM8xx rules for shell launchers (and, through `migrate.notebook`, for `!` magics).
+
+Each rule reads the simple commands of the script (`shell_syntax.commands`) and splices its
+edit into the original text. What a script computes at run time (a `$GPUS` value, a command
+substitution) is never guessed at: it gets a TODO instead. The output is checked with
+`bash -n` when bash is installed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+from migrate.configs import cores
+from migrate.configs.catalog import TODO_TEXT
+from migrate.configs.edits import Changes
+from migrate.configs.shell_syntax import Command, Word, commands, is_assignment
+from migrate.configs.textfile import migrate_text
+from migrate.engine import FileResult, Options
+
+CUDA_ENV, CORES_ENV = "CUDA_VISIBLE_DEVICES", "NEURON_RT_VISIBLE_CORES"
+_EXPANSION = re.compile(r"\$\{?CUDA_VISIBLE_DEVICES\b")
+_DECLARE = frozenset({"export", "declare", "typeset", "local", "readonly"})
+# commands whose `--fp16`/`--mixed_precision fp16` arguments configure a training run
+_LAUNCHERS = frozenset({"python", "python3", "torchrun", "accelerate", "deepspeed", "bash", "sh", "srun",
+                        "mpirun", "uv", "trl", "llamafactory-cli"})
+CUDA_ONLY_PACKAGES = frozenset({
+    "flash-attn", "flash-attn-3", "flashinfer-python", "bitsandbytes", "vllm", "xformers", "unsloth",
+    "unsloth-zoo", "liger-kernel", "deepspeed", "triton", "auto-gptq", "autoawq", "gptqmodel", "apex",
+    "mamba-ssm", "causal-conv1d",
+})
+_PIP_VALUE_OPTIONS = frozenset({
+    "-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url",
+    "--extra-index-url", "-f", "--find-links", "-t", "--target", "--prefix", "--root", "--platform",
+    "--python-version", "--implementation", "--abi", "--upgrade-strategy", "--cache-dir", "--src",
+})
+_PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def migrate_shell(data: bytes, path: str, options: Options) -> FileResult:
+    """Migrate one shell script."""
+    return migrate_text(data, path, "shell", options, shell_rules, _bash_problem)
+
+
+def _bash_problem(text: str) -> str | None:
+    if shutil.which("bash") is None:
+        return None
+    proc = subprocess.run(["bash", "-n"], input=text.encode("utf-8"), capture_output=True, timeout=30, check=False)
+    if proc.returncode == 0:
+        return None
+    return proc.stderr.decode("utf-8", "replace").strip().splitlines()[0] if proc.stderr.strip() else "bash -n failed"
+
+
+def shell_rules(changes: Changes, view: str | None = None) -> None:
+    """Apply every shell rule to `changes.text`.
+
+    `view` is the same text as the shell should read it, character for character (a notebook
+    passes its `!` magic lines with the `!` blanked out); edits apply to `changes.text`.
+    """
+    found = commands(view if view is not None else changes.text)
+    lnc = 1 if re.search(r"NEURON_LOGICAL_NC_CONFIG=['\"]?1\b", changes.text) else 2
+    for command in found:
+        _visible_cores(changes, command, lnc)
+        program = command.program()
+        if program is None:
+            continue
+        name = command.words[program].literal
+        if name == "neuron_parallel_compile" and changes.enabled("NM812"):
+            _drop_prefix(changes, command, program)
+            program += 1
+            if program == len(command.words):
+                continue
+            name = command.words[program].literal
+        args = command.words[program + 1:]
+        literals = [w.literal for w in args]
+        if name == "deepspeed" or any(a and a.split("=")[0] in ("--deepspeed", "--use_deepspeed") for a in literals):
+            changes.todo("NM811", command.start, TODO_TEXT["NM811"])
+        if name == "optimum-cli" and literals[:2] == ["export", "neuron"]:
+            changes.todo("NM813", command.start, TODO_TEXT["NM813"])
+        if name == "accelerate" and literals[:1] == ["launch"]:
+            _gpu_ids(changes, command, args)
+        if name == "nvidia-smi":
+            if args:
+                changes.todo("NM815", command.start, TODO_TEXT["NM815"])
+            elif changes.enabled("NM815"):
+                word = command.words[program]
+                changes.replace("NM815", word.start, word.end, "neuron-ls")
+        if any("nvidia-smi" in w.raw and ("$(" in w.raw or "`" in w.raw) for w in command.words):
+            changes.todo("NM815", command.start, TODO_TEXT["NM815"])
+        if name in _LAUNCHERS or (name or "").endswith((".py", ".sh")):
+            _bf16(changes, args, literals)
+        _pip(changes, command, program, found)
+
+
+def _visible_cores(changes: Changes, command: Command, lnc: int) -> None:
+    """NM803 `CUDA_VISIBLE_DEVICES` -> `NEURON_RT_VISIBLE_CORES`; NM804 unaligned or unknown sets."""
+    words = command.words
+    program = command.program()
+    assignments = [w for w in words[: program if program is not None else len(words)] if is_assignment(w.raw)]
+    if program is not None and words[program].raw in _DECLARE:
+        assignments += [w for w in words[program + 1:] if is_assignment(w.raw) or w.raw == CUDA_ENV]
+    for word in assignments:
+        name, _, value = word.raw.partition("=")
+        value_word = Word(word.start + len(name) + 1, word.end, value)
+        if name == CUDA_ENV and value not in ('""', "''") and (value or "=" not in word.raw):
+            if not changes.enabled("NM803"):
+                continue
+            changes.replace("NM803", word.start, word.start + len(name), CORES_ENV)
+            gpus = cores.parse(value_word.literal or "") if value else None
+            if gpus is not None:
+                inner = 1 if value[:1] in "'\"" else 0
+                changes.replace("NM803", value_word.start + inner, value_word.end - inner, cores.from_gpus(gpus, lnc),
+                                anchor=word.start)
+            elif value:
+                changes.todo("NM804", command.start, TODO_TEXT["NM804"].format(value=value))
+        elif name == CORES_ENV and value_word.literal:
+            found = cores.parse(value_word.literal)
+            problem = "is not a core list (e.g. 0,1 or 0-3)" if found is None else cores.unaligned(found, lnc)
+            if problem:
+                changes.todo("NM804", command.start, f"{CORES_ENV}={value_word.literal}: {problem}")
+    if changes.enabled("NM803"):
+        for word in words:
+            for match in _EXPANSION.finditer(word.raw):
+                if not _single_quoted(word.raw, match.start()):
+                    start = word.start + match.end() - len(CUDA_ENV)
+                    changes.replace("NM803", start, start + len(CUDA_ENV), CORES_ENV)
+
+
+def _single_quoted(raw: str, index: int) -> bool:
+    """Whether `raw[index]` sits inside single quotes (where `$` does not expand)."""
+    inside, double = False, False
+    for i, c in enumerate(raw[:index]):
+        if c == "'" and not double:
+            inside = not inside
+        elif c == '"' and not inside and (i == 0 or raw[i - 1] != "\\"):
+            double = not double
+    return inside
+
+
+def _drop_prefix(changes: Changes, command: Command, program: int) -> None:
+    """NM812: `neuron_parallel_compile torchrun ...` -> `torchrun ...`."""
+    word = command.words[program]
+    end = command.words[program + 1].start if program + 1 < len(command.words) else word.end
+    changes.replace("NM812", word.start, end, "")
+    changes.note("NM812", word.start, TODO_TEXT["NM812"])
+
+
+def _gpu_ids(changes: Changes, command: Command, args: tuple[Word, ...]) -> None:
+    values = _option_values(args, ("--gpu_ids", "--gpu-ids"))
+    processes = _option_values(args, ("--num_processes", "--num-processes"))
+    wanted = int(processes[0][1]) if processes and processes[0][1].isdigit() else None
+    for _, value in values:
+        problem = cores.gpu_ids_problem(value, wanted)
+        if problem:
+            changes.todo("NM804", command.start, problem)
+
+
+def _option_values(args: tuple[Word, ...], names: tuple[str, ...]) -> list[tuple[Word, str]]:
+    """`(word holding the value, literal value)` for `--name value` and `--name=value`."""
+    found = []
+    for i, word in enumerate(args):
+        literal = word.literal or ""
+        option, eq, value = literal.partition("=")
+        if option in names:
+            if eq:
+                found.append((word, value))
+            elif i + 1 < len(args) and args[i + 1].literal is not None:
+                found.append((args[i + 1], args[i + 1].literal or ""))
+    return found
+
+
+def _bf16(changes: Changes, args: tuple[Word, ...], literals: list[str | None]) -> None:
+    """NM810: `--fp16` -> `--bf16` and `--mixed_precision fp16` -> `bf16` on a launch line."""
+    if not changes.enabled("NM810") or any(a and a.startswith("--bf16") for a in literals):
+        return
+    for i, (word, literal) in enumerate(zip(args, literals)):
+        if literal is None or not word.raw.startswith("--fp16"):
+            continue
+        _, eq, value = literal.partition("=")
+        following = literals[i + 1] if i + 1 < len(literals) else None
+        value = value if eq else (following or "")
+        if literal.split("=")[0] == "--fp16" and value.lower() not in ("false", "0"):
+            changes.replace("NM810", word.start, word.start + len("--fp16"), "--bf16")
+    for word, value in _option_values(args, ("--mixed_precision", "--mixed-precision")):
+        if value == "fp16":
+            at = word.start + word.raw.rfind("fp16")
+            changes.replace("NM810", at, at + len("fp16"), "bf16")
+
+
+def _pip(changes: Changes, command: Command, program: int, everything: list[Command]) -> None:
+    """NM814: CUDA-only packages leave `pip install` lines (commented out when nothing is left)."""
+    words = command.words
+    literals = [w.literal for w in words]
+    rest = literals[program:]
+    if rest[:2] in (["pip", "install"], ["pip3", "install"]):
+        first = program + 2
+    elif rest[:4] in (["python", "-m", "pip", "install"], ["python3", "-m", "pip", "install"]) or rest[:3] == ["uv", "pip", "install"]:
+        first = program + (4 if rest[0] != "uv" else 3)
+    else:
+        return
+    packages: list[tuple[int, str]] = []
+    i = first
+    while i < len(words):
+        literal = literals[i]
+        if literal is not None and literal.startswith("-"):
+            i += 2 if literal in _PIP_VALUE_OPTIONS else 1
+            continue
+        match = _PACKAGE_NAME.match(literal or "")
+        if match:
+            packages.append((i, match.group(0).lower().replace("_", "-")))
+        i += 1
+    cuda = [(i, name) for i, name in packages if name in CUDA_ONLY_PACKAGES or name.startswith(("nvidia-", "cupy-cuda"))]
+    if not cuda or not changes.enabled("NM814"):
+        return
+    names = ", ".join(name for _, name in cuda)
+    if len(cuda) < len(packages):
+        for i, _ in cuda:
+            changes.replace("NM814", words[i - 1].end, words[i].end, "", anchor=command.start)
+        changes.todo("NM814", command.start, TODO_TEXT["NM814"].format(names=names, action="removed from this install"))
+    elif _alone(changes, command, everything):
+        line = changes.line_start(command.start)
+        while line <= command.end:
+            changes.replace("NM814", line, line, "# ", anchor=command.start)
+            next_line = changes.text.find("\n", line)
+            if next_line == -1:
+                break
+            line = next_line + 1
+        changes.todo("NM814", command.start, TODO_TEXT["NM814"].format(names=names, action="this install is commented out"))
+    else:
+        changes.todo("NM814", command.start, TODO_TEXT["NM814"].format(names=names, action="remove this install"))
+
+
+def _alone(changes: Changes, command: Command, everything: list[Command]) -> bool:
+    """Whether the command's lines hold nothing else, so commenting them out removes only it."""
+    if command.program() != 0 and not is_assignment(command.words[0].raw):
+        return False  # `then pip install ...`: the line also carries shell syntax
+    first, last = changes.line_start(command.start), changes.line_end(command.end)
+    return all(other is command or other.end <= first or other.start >= last for other in everything)

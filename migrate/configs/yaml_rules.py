@@ -1,0 +1,178 @@
+"""NM8xx rules for YAML configs: accelerate configs and TRL/transformers recipe files.
+
+Which YAML files are touched is decided from their top-level keys, so a repository's CI
+workflows, compose files and model cards are left alone even though the walk reads them:
+- an **accelerate config** has `distributed_type` plus another key `accelerate config` writes;
+- a **recipe** (TRL / alignment-handbook / open-r1 style, fed to `TrlParser` or
+  `HfArgumentParser.parse_yaml_file`) has a training-argument key such as `output_dir`,
+  `model_name_or_path` or `learning_rate`.
+
+ruamel.yaml's round-trip composer gives each key and value node its exact character span;
+the edits are spliced into the original text (`migrate.configs.edits`), so comments, key
+order, quoting and indentation stay as written, and the result is composed again before it
+is accepted.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from migrate.configs import cores
+from migrate.configs.catalog import TODO_TEXT
+from migrate.configs.edits import Changes
+from migrate.configs.textfile import migrate_text
+from migrate.engine import FileResult, Options
+from migrate.rules.todo_messages import MESSAGES
+
+ACCELERATE_KEYS = frozenset({
+    "compute_environment", "num_processes", "machine_rank", "num_machines", "mixed_precision",
+    "main_training_function", "use_cpu", "rdzv_backend", "same_network", "gpu_ids",
+})
+RECIPE_KEYS = frozenset({
+    "output_dir", "model_name_or_path", "learning_rate", "per_device_train_batch_size",
+    "num_train_epochs", "max_steps", "gradient_accumulation_steps", "dataset_name",
+    "dataset_mixture", "dataset_mixer", "lr_scheduler_type",
+})
+# bytes one of the rules needs to see; a file without any of them is not composed at all
+_TRIGGER = re.compile(
+    rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|load_in_[48]bit|use_vllm|max_seq_length|tf32"
+)
+_BOOL = "tag:yaml.org,2002:bool"
+_TRUE = frozenset({"true", "yes", "on"})
+
+def migrate_yaml(data: bytes, path: str, options: Options) -> FileResult:
+    """Migrate one YAML file; files that are neither accelerate configs nor recipes stay as they are."""
+    if not _TRIGGER.search(data):
+        return FileResult(path, "unchanged", kind="yaml")
+    try:
+        return migrate_text(data, path, "yaml", options, _rules, _problem)
+    except _Unparsable as exc:
+        return FileResult(path, "error", error=f"{path}:{exc.line}: {exc}; file skipped", error_line=exc.line, kind="yaml")
+
+
+class _Unparsable(ValueError):
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def _compose(text: str) -> list[Node]:
+    try:
+        return [doc for doc in YAML(typ="rt").compose_all(text) if doc is not None]
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        raise _Unparsable(f"YAML syntax error: {exc.problem or exc.context}", line) from None
+    except YAMLError as exc:
+        raise _Unparsable(f"YAML error: {exc}", 1) from None
+
+
+def _problem(text: str) -> str | None:
+    try:
+        _compose(text)
+    except _Unparsable as exc:
+        return f"line {exc.line}: {exc}"
+    return None
+
+
+def _rules(changes: Changes) -> None:
+    for doc in _compose(changes.text):
+        if type(doc) is not MappingNode:
+            continue
+        keys = _scalars(doc)
+        if "distributed_type" in keys and len(keys.keys() & ACCELERATE_KEYS) >= 1:
+            _accelerate(changes, keys)
+        elif keys.keys() & RECIPE_KEYS:
+            _recipe(changes, doc, keys)
+
+
+def _scalars(mapping: MappingNode) -> dict[str, tuple[ScalarNode, Node]]:
+    """Top-level `key -> (key node, value node)` for plain scalar keys."""
+    return {k.value: (k, v) for k, v in mapping.value if type(k) is ScalarNode}
+
+
+def _set(changes: Changes, rule: str, node: ScalarNode, value: str, anchor: int | None = None) -> None:
+    """Replace a scalar's value, inside its quotes when it is quoted."""
+    start, end = node.start_mark.index, node.end_mark.index
+    if node.style in ("'", '"'):
+        start, end = start + 1, end - 1
+    changes.replace(rule, start, end, value, anchor)
+
+
+def _true(node: Node) -> bool:
+    return type(node) is ScalarNode and node.tag == _BOOL and node.value.lower() in _TRUE
+
+
+def _accelerate(changes: Changes, keys: dict[str, tuple[ScalarNode, Node]]) -> None:
+    key, value = keys["distributed_type"]
+    if type(value) is ScalarNode:
+        if value.value == "MULTI_GPU" and changes.enabled("NM801"):
+            _set(changes, "NM801", value, "MULTI_NEURON")
+        elif value.value == "DEEPSPEED":
+            changes.todo("NM811", key.start_mark.index, TODO_TEXT["NM811"])
+    precision = keys.get("mixed_precision")
+    if precision and type(precision[1]) is ScalarNode and precision[1].value == "fp16" and changes.enabled("NM802"):
+        _set(changes, "NM802", precision[1], "bf16")
+    gpu_ids = keys.get("gpu_ids")
+    if gpu_ids and type(gpu_ids[1]) is ScalarNode and gpu_ids[1].value.strip().lower() != "all":
+        processes = keys.get("num_processes")
+        wanted = int(processes[1].value) if processes and str(processes[1].value).isdigit() else None
+        problem = cores.gpu_ids_problem(str(gpu_ids[1].value), wanted)
+        if problem:
+            changes.todo("NM804", gpu_ids[0].start_mark.index, problem)
+
+
+def _recipe(changes: Changes, doc: MappingNode, keys: dict[str, tuple[ScalarNode, Node]]) -> None:
+    if "fp16" in keys and _true(keys["fp16"][1]) and changes.enabled("NM802"):
+        key, _ = keys["fp16"]
+        if "bf16" in keys:
+            _set(changes, "NM802", keys["fp16"][1], "false")
+            if type(keys["bf16"][1]) is ScalarNode:
+                _set(changes, "NM802", keys["bf16"][1], "true", anchor=key.start_mark.index)
+        else:
+            changes.replace("NM802", key.start_mark.index, key.end_mark.index, "bf16")
+    if changes.enabled("NM805"):
+        for value in _attn_values(doc):
+            _set(changes, "NM805", value, "sdpa")
+    for name in ("load_in_4bit", "load_in_8bit"):
+        if name in keys and _true(keys[name][1]) and changes.enabled("NM806"):
+            _set(changes, "NM806", keys[name][1], "false")
+            changes.todo("NM908", keys[name][0].start_mark.index, MESSAGES["NM908"])
+    if "use_vllm" in keys and _true(keys["use_vllm"][1]) and changes.enabled("NM807"):
+        key, value = keys["use_vllm"]
+        _set(changes, "NM807", value, "false")
+        if "cache_implementation" not in keys:
+            end = changes.line_end(value.end_mark.index)
+            newline = "\r\n" if "\r\n" in changes.text else "\n"
+            indent = " " * key.start_mark.column
+            changes.replace("NM807", end, end, f"{newline}{indent}cache_implementation: static", anchor=value.start_mark.index)
+    if "max_seq_length" in keys and "max_length" not in keys and changes.enabled("NM808"):
+        key, _ = keys["max_seq_length"]
+        changes.replace("NM808", key.start_mark.index, key.end_mark.index, "max_length")
+    if "tf32" in keys and _true(keys["tf32"][1]) and changes.enabled("NM809"):
+        key, value = keys["tf32"]
+        if key.start_mark.line == value.end_mark.line:
+            start = key.start_mark.index
+            end = changes.line_end(start)
+            line = changes.text[start:end]
+            changes.replace("NM809", start, end, f"# {line}  # neuron-migrate NM809: tf32 is CUDA-only")
+
+
+def _attn_values(node: Node) -> list[ScalarNode]:
+    """Every `attn_implementation: flash...` value, at any depth (e.g. `model_init_kwargs`)."""
+    found: list[ScalarNode] = []
+    if type(node) is MappingNode:
+        for key, value in node.value:
+            if type(key) is ScalarNode and key.value == "attn_implementation" and type(value) is ScalarNode:
+                if "flash" in value.value and value.value != "sdpa":
+                    found.append(value)
+            else:
+                found.extend(_attn_values(value))
+    elif type(node) is SequenceNode:
+        for item in node.value:
+            found.extend(_attn_values(item))
+    return found

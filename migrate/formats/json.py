@@ -1,0 +1,61 @@
+"""`--format json`: one document per run, its schema published as `docs/report.schema.json`.
+
+The schema is versioned (`schema_version`); fields are only ever added within a version.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+
+from migrate.engine import FileResult, Finding
+from migrate.report import Totals, display_path, ordered, unified_diff
+
+SCHEMA_VERSION = 1
+
+
+def tool_version() -> str:
+    """The installed distribution's version (not `neuroncompat.__version__`: importing it applies the shim)."""
+    try:
+        return metadata.version("neuroncompat")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _finding(finding: Finding) -> dict:
+    return {"rule": finding.rule, "message": finding.message, "line": finding.line, "cell": finding.cell}
+
+
+def render(results: list[FileResult], mode: str) -> str:
+    totals = Totals.of(results)
+    files = [
+        {
+            "path": display_path(r.path),
+            "kind": r.kind,
+            "status": r.status,
+            "written": mode == "write" and r.status == "changed",
+            "rewrites": dict(sorted(r.hits.items())),
+            "todos": [_finding(t) for t in r.todos],
+            "warnings": [_finding(w) for w in r.warnings],
+            "error": r.error,
+            "error_line": r.error_line,
+            "diff": unified_diff(r) if r.status == "changed" else "",
+        }
+        for r in ordered(results)
+    ]
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "neuron-migrate", "version": tool_version()},
+        "mode": mode,
+        "summary": {
+            "files": totals.files,
+            "changed": totals.statuses["changed"],
+            "unchanged": totals.statuses["unchanged"],
+            "skipped": totals.statuses["skipped"],
+            "errors": totals.errors,
+            "todos": totals.todos,
+            "rewrites": dict(sorted(totals.rewrites.items())),
+        },
+        "files": files,
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

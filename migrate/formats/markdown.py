@@ -1,0 +1,93 @@
+"""`--format markdown`: a pull-request comment.
+
+A summary line and a table of the files that need attention (changed, TODOs, errors), then per
+file the rules applied, the TODOs and a collapsible diff. The first line is a hidden marker so a
+CI job can find and update its previous comment instead of adding one per push. GitHub rejects
+comments over 65,536 characters, so diffs that would pass `BUDGET` are left out with a note.
+"""
+
+from __future__ import annotations
+
+import re
+
+from migrate.engine import FileResult
+from migrate.registry import get_rule
+from migrate.report import Totals, display_path, ordered, rewrites_text, status_text, unified_diff, where
+
+MARKER = "<!-- neuron-migrate report -->"
+BUDGET = 60_000
+
+
+def _code(text: str) -> str:
+    """Inline code that survives backticks inside `text`."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {text} {fence}" if longest else f"`{text}`"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _fenced(text: str, language: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=2)
+    fence = "`" * (longest + 1)
+    return f"{fence}{language}\n{text}{fence}\n"
+
+
+def render(results: list[FileResult], mode: str) -> str:
+    totals = Totals.of(results)
+    verb = "changed" if mode == "write" else "would change"
+    out = [
+        MARKER + "\n",
+        "## neuron-migrate\n\n",
+        f"**{totals.files} files scanned:** {totals.statuses['changed']} {verb}, "
+        f"{totals.statuses['unchanged']} unchanged, {totals.statuses['skipped']} skipped, "
+        f"{totals.errors} errors, {totals.todos} TODOs\n",
+    ]
+    shown = [r for r in ordered(results) if r.status == "changed" or r.todos or r.error or r.warnings]
+    if not shown:
+        out.append("\nNothing to migrate.\n")
+        return "".join(out)
+    out.append("\n| file | kind | status | rewrites | TODOs |\n|---|---|---|---|---|\n")
+    for r in shown:
+        out.append(f"| {_cell(_code(display_path(r.path)))} | {r.kind} | {status_text(r, mode)} | "
+                   f"{_cell(rewrites_text(r.hits)) or '–'} | {len(r.todos)} |\n")
+    sections = [_section(r, mode) for r in shown]
+    size = sum(map(len, out)) + sum(len(head) for head, _ in sections)
+    for head, diff in sections:
+        out.append(head)
+        if diff:
+            if size + len(diff) <= BUDGET:
+                out.append(diff)
+                size += len(diff)
+            else:
+                out.append("\n_Diff left out: the comment would pass GitHub's size limit; run "
+                           "`neuron-migrate` on this file to see it._\n")
+    return "".join(out)
+
+
+def _section(result: FileResult, mode: str) -> tuple[str, str]:
+    """The file's heading, rules, TODOs, notes and error; and its collapsible diff."""
+    out = [f"\n### {_code(display_path(result.path))}\n"]
+    if result.error:
+        out.append(f"\n**Error:** {_code(result.error)}\n")
+    if result.hits:
+        out.append(f"\n**Rules applied** ({status_text(result, mode)}):\n\n")
+        for rule_id, n in sorted(result.hits.items()):
+            rule = get_rule(rule_id)
+            name = f" {_code(rule.name)}" if rule else ""
+            out.append(f"- **{rule_id}**{name} ×{n}: {rule.summary if rule else ''}\n")
+    if result.todos:
+        out.append("\n**TODOs** (manual work):\n\n")
+        for todo in result.todos:
+            out.append(f"- {where(todo)}: **{todo.rule}** {todo.message}\n")
+    if result.warnings:
+        out.append("\n**Notes:**\n\n")
+        for note in result.warnings:
+            place = where(note)
+            out.append(f"- {place + ': ' if place else ''}**{note.rule}** {note.message}\n")
+    diff = ""
+    if result.status == "changed":
+        diff = f"\n<details><summary>Diff</summary>\n\n{_fenced(unified_diff(result), 'diff')}\n</details>\n"
+    return "".join(out), diff

@@ -1,0 +1,57 @@
+"""The default format: unified diffs on stdout, and a summary for people on stderr."""
+
+from __future__ import annotations
+
+import click
+
+from migrate.engine import FileResult
+from migrate.registry import get_rule
+from migrate.report import Totals, display_path, ordered, unified_diff, where
+
+
+def diffs(results: list[FileResult]) -> str:
+    """Every changed file's diff, coloured with ANSI codes that `click.echo` strips off a TTY."""
+    out = []
+    for result in ordered(results):
+        if result.status != "changed":
+            continue
+        for line in unified_diff(result).splitlines(keepends=True):
+            colour = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
+            bold = line.startswith(("+++", "---"))
+            out.append(click.style(line, fg=None if bold else colour, bold=bold) if colour or bold else line)
+    return "".join(out)
+
+
+def render(results: list[FileResult], mode: str) -> str:
+    """Files scanned/changed/skipped/errors, rewrites per rule, TODOs and notes with file:line."""
+    totals = Totals.of(results)
+    verb = "changed" if mode == "write" else "would change"
+    lines = [
+        f"neuron-migrate: {totals.files} files scanned, {totals.statuses['changed']} {verb}, "
+        f"{totals.statuses['unchanged']} unchanged, {totals.statuses['skipped']} skipped (skip-file), "
+        f"{totals.errors} errors"
+    ]
+    if totals.rewrites:
+        lines.append("rewrites per rule:")
+        for rule_id, n in sorted(totals.rewrites.items()):
+            rule = get_rule(rule_id)
+            lines.append(f"  {rule_id} {rule.name if rule else '?'}: {n}")
+    results = ordered(results)
+    if totals.todos:
+        lines.append(f"TODOs needing manual work ({totals.todos}):")
+        for r in results:
+            for todo in r.todos:
+                lines.append(f"  warning: {_location(r, todo)}: {todo.rule} {todo.message}")
+    for r in results:
+        for note in r.warnings:
+            lines.append(f"  note: {_location(r, note)}: {note.rule} {note.message}")
+    for r in results:
+        if r.error:
+            lines.append(f"  error: {r.error}")
+    return "\n".join(lines) + "\n"
+
+
+def _location(result: FileResult, finding) -> str:
+    if finding.cell is None:
+        return display_path(result.path) + (f":{finding.line}" if finding.line is not None else "")
+    return f"{display_path(result.path)} ({where(finding)})"
