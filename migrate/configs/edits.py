@@ -77,12 +77,12 @@ class Changes:
         skipped = self._skipped_lines()
         newline = "\r\n" if "\r\n" in self.text else "\n"
         pieces: list[_Edit] = []
-        done: set[tuple[int, str]] = set()
+        done: set[tuple[int, str, str]] = set()
         for offset, rule, message in self.todos:
             start = self.line_start(offset)
-            if self.line_of(start) in skipped or (start, rule) in done or rule in self._tags_above(start):
+            if self.line_of(start) in skipped or (start, rule, message) in done or rule in self._tags_above(start):
                 continue
-            done.add((start, rule))
+            done.add((start, rule, message))
             indent = re.match(r"[ \t]*", self.text[start:]).group(0)
             pieces.append(_Edit(rule, start, start, f"{indent}{TODO_PREFIX}{rule}): {message}{newline}", start))
         sites = set()

@@ -62,6 +62,8 @@ def shell_rules(changes: Changes, view: str | None = None) -> None:
     lnc = 1 if re.search(r"NEURON_LOGICAL_NC_CONFIG=['\"]?1\b", changes.text) else 2
     for command in found:
         _visible_cores(changes, command, lnc)
+        if any("nvidia-smi" in w.raw and ("$(" in w.raw or "`" in w.raw) for w in command.words):
+            changes.todo("NM815", command.start, TODO_TEXT["NM815"])
         program = command.program()
         if program is None:
             continue
@@ -86,8 +88,6 @@ def shell_rules(changes: Changes, view: str | None = None) -> None:
             elif changes.enabled("NM815"):
                 word = command.words[program]
                 changes.replace("NM815", word.start, word.end, "neuron-ls")
-        if any("nvidia-smi" in w.raw and ("$(" in w.raw or "`" in w.raw) for w in command.words):
-            changes.todo("NM815", command.start, TODO_TEXT["NM815"])
         if name in _LAUNCHERS or (name or "").endswith((".py", ".sh")):
             _bf16(changes, args, literals)
         _pip(changes, command, program, found)

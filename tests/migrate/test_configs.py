@@ -1,0 +1,117 @@
+"""YAML configs and shell launchers: golden fixtures, idempotence, and what is never lost."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from ruamel.yaml import YAML
+
+from migrate.cli import main
+from migrate.dispatch import migrate_file
+from migrate.engine import Options
+from migrate.registry import Selection
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
+CASES = sorted(p for p in FIXTURES.iterdir() if ".expected." not in p.name and p.name != "not_a_config.yaml")
+
+
+def expected_for(source: Path) -> Path:
+    return source.with_name(f"{source.stem}.expected{source.suffix}")
+
+
+def parses(path: Path, text: str) -> bool:
+    if path.suffix == ".yaml":
+        list(YAML(typ="rt").load_all(text))
+        return True
+    return subprocess.run(["bash", "-n"], input=text.encode(), check=False).returncode == 0
+
+
+@pytest.mark.parametrize("source", CASES, ids=[p.name for p in CASES])
+def test_fixture(source: Path):
+    result = migrate_file(source.read_bytes(), str(source))
+    assert result.status == "changed", result.error
+    assert result.new.decode() == expected_for(source).read_text()
+    assert parses(source, result.new.decode())
+    assert migrate_file(result.new, str(source)).status == "unchanged", "a second run must change nothing"
+
+
+def test_yaml_that_is_not_a_config_is_left_alone():
+    source = FIXTURES / "not_a_config.yaml"  # a CI workflow with `fp16` and flash-attn keys
+    assert migrate_file(source.read_bytes(), str(source)).status == "unchanged"
+
+
+def test_check_write_check_over_the_fixture_directory(tmp_path: Path):
+    for source in CASES:
+        shutil.copy(source, tmp_path / source.name)
+    shutil.copy(FIXTURES / "not_a_config.yaml", tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(main, ["--check", str(tmp_path)]).exit_code == 1
+    assert runner.invoke(main, ["--write", str(tmp_path)]).exit_code == 0
+    for source in CASES:
+        assert (tmp_path / source.name).read_bytes() == expected_for(source).read_bytes()
+        assert (tmp_path / source.name).stat().st_mode == source.stat().st_mode
+    assert (tmp_path / "not_a_config.yaml").read_bytes() == (FIXTURES / "not_a_config.yaml").read_bytes()
+    assert runner.invoke(main, ["--check", str(tmp_path)]).exit_code == 0
+
+
+def test_yaml_crlf_bom_quotes_and_comments_are_kept():
+    source = "\ufeff# accelerate\r\ndistributed_type: 'MULTI_GPU'  # keep me\r\nnum_processes: 2\r\nmixed_precision: \"fp16\"\r\n"
+    result = migrate_file(source.encode(), "cfg.yml")
+    assert result.new.decode() == source.replace("MULTI_GPU", "MULTI_NEURON").replace("fp16", "bf16")
+
+
+def test_yaml_syntax_error_is_reported_with_its_line_and_never_written(tmp_path: Path):
+    broken = tmp_path / "recipe.yaml"
+    content = b"model_name_or_path: gpt2\nfp16: true\nreport_to: [wandb\nlr: 1\n"
+    broken.write_bytes(content)
+    result = CliRunner().invoke(main, ["--write", str(broken)])
+    assert result.exit_code == 2
+    assert f"{broken}:4: YAML syntax error" in result.stderr
+    assert broken.read_bytes() == content
+
+
+def test_skip_marker_and_select():
+    source = "output_dir: out\nfp16: true  # neuron-migrate: skip\nattn_implementation: flash_attention_2\n"
+    assert migrate_file(source.encode(), "r.yaml").new.decode() == source.replace("flash_attention_2", "sdpa")
+    only = Options(selection=Selection(ignore=("NM805",)))
+    assert migrate_file(source.encode(), "r.yaml", only).status == "unchanged"
+
+
+def test_recipe_with_both_precision_flags_switches_both():
+    source = "output_dir: out\nfp16: true\nbf16: false\n"
+    assert migrate_file(source.encode(), "r.yaml").new.decode() == "output_dir: out\nfp16: false\nbf16: true\n"
+
+
+def test_visible_cores_under_lnc1_map_one_gpu_to_one_core():
+    source = "export NEURON_LOGICAL_NC_CONFIG=1\nCUDA_VISIBLE_DEVICES=1,2 python train.py\n"
+    new = migrate_file(source.encode(), "run.sh").new.decode()
+    assert new == "export NEURON_LOGICAL_NC_CONFIG=1\nNEURON_RT_VISIBLE_CORES=1,2 python train.py\n"
+
+
+def test_expansions_in_single_quotes_and_comments_are_not_renamed():
+    source = "export CUDA_VISIBLE_DEVICES=0\necho '$CUDA_VISIBLE_DEVICES' # $CUDA_VISIBLE_DEVICES\n"
+    new = migrate_file(source.encode(), "run.sh").new.decode()
+    assert new == "export NEURON_RT_VISIBLE_CORES=0,1\necho '$CUDA_VISIBLE_DEVICES' # $CUDA_VISIBLE_DEVICES\n"
+
+
+def test_install_inside_a_compound_command_gets_a_todo_not_a_broken_line():
+    source = "if [ -n \"$CUDA\" ]; then pip install flash-attn; fi\n"
+    result = migrate_file(source.encode(), "setup.sh")
+    assert result.new.decode().endswith(source)  # the command itself is untouched
+    assert [t.rule for t in result.todos] == ["NM814"]
+    assert "remove this install" in result.todos[0].message
+
+
+def test_shell_without_suffix_is_recognised_by_its_shebang():
+    source = b"#!/usr/bin/env bash\nnvidia-smi\n"
+    assert migrate_file(source, "bin/launch").new == b"#!/usr/bin/env bash\nneuron-ls\n"
+
+
+def test_non_utf8_shell_script_is_an_error():
+    result = migrate_file(b"echo ok\necho caf\xe9\n", "x.sh")
+    assert result.status == "error"
+    assert result.error.startswith("x.sh:2: cannot decode as UTF-8")
