@@ -8,6 +8,8 @@ from migrate.engine import FileResult
 from migrate.registry import get_rule
 from migrate.report import Totals, display_path, ordered, unified_diff, where
 
+_COLOURS = {"+": "green", "-": "red", "@": "cyan"}
+
 
 def diffs(results: list[FileResult]) -> str:
     """Every changed file's diff, coloured with ANSI codes that `click.echo` strips off a TTY."""
@@ -15,10 +17,12 @@ def diffs(results: list[FileResult]) -> str:
     for result in ordered(results):
         if result.status != "changed":
             continue
-        for line in unified_diff(result).splitlines(keepends=True):
-            colour = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1])
-            bold = line.startswith(("+++", "---"))
-            out.append(click.style(line, fg=None if bold else colour, bold=bold) if colour or bold else line)
+        for line in unified_diff(result).splitlines():
+            if line.startswith(("+++", "---")):
+                line = click.style(line, bold=True)
+            elif line[:1] in _COLOURS:
+                line = click.style(line, fg=_COLOURS[line[:1]])
+            out.append(line + "\n")
     return "".join(out)
 
 
