@@ -12,7 +12,9 @@ gone, library caches are cleared) but tensors already on it keep working. Tests 
 process that never saw the device run in a subprocess.
 
 ``NEURONCOMPAT_SIMULATE=1`` enables it at ``import neuroncompat`` (cores from
-``NEURONCOMPAT_SIMULATE_CORES``, default 2). It refuses to start where a real torch-neuronx is
+``NEURONCOMPAT_SIMULATE_CORES``, default 2 or one per local rank under torchrun; each process
+starts on its ``LOCAL_RANK`` core). ``backend="neuron"`` process groups run their collectives
+over gloo (``simulator.distributed``). It refuses to start where a real torch-neuronx is
 installed.
 """
 
@@ -28,6 +30,7 @@ from neuroncompat.simulator import (
     autocast,
     compile_backend,
     device_module,
+    distributed,
     factories,
     pinned_memory,
     state,
@@ -83,6 +86,8 @@ def register_backend() -> None:
     autocast.register(aten, fallback)
     _libraries.extend([aten, fallback])
     compile_backend.register()
+    if torch.distributed.is_available():
+        distributed.register()
 
 
 def enable(cores: int | None = None) -> None:
@@ -95,14 +100,19 @@ def enable(cores: int | None = None) -> None:
             "NEURONCOMPAT_SIMULATE or uninstall torch-neuronx from this environment."
         )
     if cores is None:
-        cores = int(os.environ.get("NEURONCOMPAT_SIMULATE_CORES", DEFAULT_CORES))
+        cores = int(os.environ.get("NEURONCOMPAT_SIMULATE_CORES", 0)) or max(DEFAULT_CORES, _local_world_size())
     register_backend()
     _autograd_on_calling_thread()
-    state.configure(cores)
+    state.configure(cores, default_device=int(os.environ.get("LOCAL_RANK", 0)) % cores)
     torch_neuronx_stub.install()
     pinned_memory.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
+
+
+def _local_world_size() -> int:
+    """Processes on this host under torchrun/accelerate: each needs its own core."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", 1))
 
 
 def _autograd_on_calling_thread() -> None:

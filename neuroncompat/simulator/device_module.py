@@ -81,6 +81,38 @@ def synchronize(device: Any = None) -> None:
     _index(device)
 
 
+# -- streams and events --------------------------------------------------------------------
+# Every op runs to completion on the CPU before the next starts, so the simulated core has one
+# in-order stream: extra streams (FSDP2 makes all-gather and reduce-scatter streams) and events
+# are PyTorch's generic ``torch.Stream``/``torch.Event`` objects, ordering calls on them are
+# no-ops, and ``stream(s)`` changes nothing.
+
+
+def Stream(device: Any = None, priority: int = 0) -> torch.Stream:  # noqa: N802 (torch.cuda.Stream's name)
+    return torch.Stream(device=torch.device("neuron", _index(device)), priority=priority)
+
+
+def current_stream(device: Any = None) -> torch.Stream:
+    return Stream(device)
+
+
+def default_stream(device: Any = None) -> torch.Stream:
+    return Stream(device)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    """One in-order stream: selecting another changes nothing."""
+
+
+@contextlib.contextmanager
+def stream(stream: torch.Stream | None) -> Iterator[None]:
+    """Context manager selecting ``stream``; with one in-order stream there is nothing to switch."""
+    yield
+
+
+Event = torch.Event
+
+
 def empty_cache() -> None:
     """The simulator frees payloads as soon as their tensors die; there is no cache."""
 

@@ -17,6 +17,7 @@ CORE_MEMORY_BYTES = 24 * 1024**3
 
 _enabled = False
 _cores = 0
+_default_device = 0
 _local = threading.local()
 _generators: dict[int, torch.Generator] = {}
 _lock = threading.Lock()
@@ -26,12 +27,16 @@ _allocated: dict[int, int] = {}
 _peak: dict[int, int] = {}
 
 
-def configure(cores: int) -> None:
-    """Turn the device on with ``cores`` logical NeuronCores."""
-    global _enabled, _cores
+def configure(cores: int, default_device: int = 0) -> None:
+    """Turn the device on with ``cores`` logical NeuronCores; threads start on ``default_device``.
+
+    Under torchrun each process starts on its rank-local core, as TorchNeuron binds one
+    (accelerate reads ``torch.neuron.current_device()`` for a rank's device).
+    """
+    global _enabled, _cores, _default_device
     if cores < 1:
         raise ValueError(f"the simulated device needs at least one core, got cores={cores}")
-    _enabled, _cores = True, cores
+    _enabled, _cores, _default_device = True, cores, default_device
     for i in range(cores):
         _generators.setdefault(i, torch.Generator())
         _allocated.setdefault(i, 0)
@@ -52,7 +57,7 @@ def cores() -> int:
 
 
 def current_device() -> int:
-    return getattr(_local, "device", 0)
+    return getattr(_local, "device", _default_device)
 
 
 def set_current_device(index: int) -> None:

@@ -1,0 +1,173 @@
+"""The simulator's ``neuron`` torch.distributed backend: collectives over gloo on the CPU payloads.
+
+On Trainium, ``init_process_group(backend="neuron")`` runs collectives over the Neuron fabric.
+Here each rank is a process whose tensors live on ``neuron:{LOCAL_RANK}`` (a ``NeuronTensor``
+wrapping a CPU tensor), so a collective is the same gloo collective on the wrapped CPU tensors:
+gloo reduces in place, the wrappers see the result, and the caller gets a completed ``Work``
+whose future holds the neuron tensors (what DDP's reducer and functional collectives read).
+That is enough for DDP, FSDP2, accelerate's ``MULTI_NEURON``, the Trainer and DTensor tensor
+parallelism to take their real code paths, with real data moving between ranks.
+
+What gloo lacks is emulated: ``ReduceOp.AVG`` is a sum divided by the group size.
+Non-contiguous tensors are reduced through a contiguous copy and written back.
+
+Example (each rank, under ``torchrun --nproc_per_node=2 -m neuroncompat train.py``)::
+
+    dist.init_process_group(backend="neuron")
+    t = torch.full((2,), float(dist.get_rank()), device=f"neuron:{local_rank}")
+    dist.all_reduce(t)          # tensor([1., 1.]) on both ranks
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import _create_work_from_future
+from torch.futures import Future
+
+from neuroncompat.simulator.tensor import NeuronTensor
+
+BACKEND = "neuron"
+
+
+class _Host:
+    """CPU views of a collective's tensors, and the write-back for those gloo needs copied."""
+
+    def __init__(self) -> None:
+        self._copies: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return type(value)(self(v) for v in value)
+        if not isinstance(value, torch.Tensor):
+            return value
+        cpu = value._elem if isinstance(value, NeuronTensor) else value
+        if cpu.is_contiguous():
+            return cpu
+        copy = cpu.contiguous()
+        self._copies.append((cpu, copy))
+        return copy
+
+    def write_back(self) -> None:
+        for original, copy in self._copies:
+            original.copy_(copy)
+
+
+def _flat(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _flat(v)]
+    return []
+
+
+def _done(result: Any) -> Any:
+    future: Future = Future()
+    future.set_result(result)
+    return _create_work_from_future(future)
+
+
+class NeuronProcessGroup(dist.ProcessGroup):
+    """A process group whose collectives run gloo on the neuron tensors' CPU payloads."""
+
+    def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
+        super().__init__(rank, size)
+        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("neuron-sim/", store), rank, size, timeout)
+        # c10d keeps a group's name (DeviceMesh, functional collectives) on its backends, and
+        # functional collectives (DTensor, FSDP2's state dicts) reach the backend registered for
+        # their tensors' device: the simulator's dispatch hands them the CPU payloads, so gloo
+        # is this group's backend for "cpu" too.
+        self._register_backend(torch.device(BACKEND), dist.ProcessGroup.BackendType.CUSTOM, self._gloo)
+        self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
+
+    def getBackendName(self) -> str:
+        return BACKEND
+
+    def _run(self, method: str, outputs: Any, *args: Any) -> Any:
+        """Run gloo's ``method`` on CPU views of ``args``; return a done Work holding ``outputs``."""
+        host = _Host()
+        cpu_args = [host(a) for a in args if a is not None]
+        opts = cpu_args[-1] if cpu_args and _is_options(cpu_args[-1]) else None
+        divide = opts is not None and getattr(opts, "reduceOp", None) == dist.ReduceOp.AVG
+        if divide:
+            opts.reduceOp = dist.ReduceOp.SUM
+        getattr(self._gloo, method)(*cpu_args).wait()
+        host.write_back()
+        if divide:
+            for tensor in _flat(outputs):
+                tensor.div_(self.size())
+        return _done(outputs)
+
+    # -- reductions -------------------------------------------------------------------------
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        return self._run("allreduce", tensors, tensors, opts)
+
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        return self._run("allreduce_coalesced", tensors, tensors, opts)
+
+    def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        return self._run("reduce", tensors, tensors, opts)
+
+    def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
+        return self._run("reduce_scatter", outputs, outputs, inputs, opts)
+
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
+        return self._run("_reduce_scatter_base", output, output, input, opts)
+
+    # -- gathers and broadcasts --------------------------------------------------------------
+    def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        return self._run("allgather", outputs, outputs, inputs, opts)
+
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
+        return self._run("_allgather_base", output, output, input, opts)
+
+    def allgather_coalesced(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        return self._run("allgather_coalesced", outputs, outputs, inputs, opts)
+
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        return self._run("broadcast", tensors, tensors, opts)
+
+    def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        return self._run("gather", outputs, outputs, inputs, opts)
+
+    def scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
+        return self._run("scatter", outputs, outputs, inputs, opts)
+
+    def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        return self._run("alltoall", outputs, outputs, inputs, opts)
+
+    def all_to_all_single(
+        self, output: torch.Tensor, input: torch.Tensor, output_splits: list[int], input_splits: list[int], opts: Any = None
+    ) -> Any:
+        return self._run("alltoall_base", output, output, input, output_splits, input_splits, opts)
+
+    # -- point to point and synchronisation --------------------------------------------------
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> Any:
+        return self._run("send", tensors, tensors, dst, tag)
+
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int = 0) -> Any:
+        return self._run("recv", tensors, tensors, src, tag)
+
+    def barrier(self, opts: Any = None) -> Any:
+        (self._gloo.barrier(opts) if opts is not None else self._gloo.barrier()).wait()
+        return _done([])
+
+    def monitored_barrier(self, opts: Any = None, wait_all_ranks: bool = False) -> Any:
+        return self.barrier()
+
+
+def _is_options(value: Any) -> bool:
+    return type(value).__name__.endswith("Options")
+
+
+def _create(store: Any, rank: int, size: int, timeout: timedelta) -> NeuronProcessGroup:
+    return NeuronProcessGroup(store, rank, size, timeout)
+
+
+def register() -> None:
+    """Make ``backend="neuron"`` (and the default backend for neuron tensors) this group, once."""
+    if BACKEND not in dist.Backend.backend_list:
+        dist.Backend.register_backend(BACKEND, _create, devices=[BACKEND])
