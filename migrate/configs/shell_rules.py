@@ -63,7 +63,7 @@ def shell_rules(changes: Changes, view: str | None = None) -> None:
     for command in found:
         _visible_cores(changes, command, lnc)
         if any("nvidia-smi" in w.raw and ("$(" in w.raw or "`" in w.raw) for w in command.words):
-            changes.todo("NM815", command.start, TODO_TEXT["NM815"])
+            _todo(changes, "NM815", command, TODO_TEXT["NM815"])
         program = command.program()
         if program is None:
             continue
@@ -77,14 +77,14 @@ def shell_rules(changes: Changes, view: str | None = None) -> None:
         args = command.words[program + 1:]
         literals = [w.literal for w in args]
         if name == "deepspeed" or any(a and a.split("=")[0] in ("--deepspeed", "--use_deepspeed") for a in literals):
-            changes.todo("NM811", command.start, TODO_TEXT["NM811"])
+            _todo(changes, "NM811", command, TODO_TEXT["NM811"])
         if name == "optimum-cli" and literals[:2] == ["export", "neuron"]:
-            changes.todo("NM813", command.start, TODO_TEXT["NM813"])
+            _todo(changes, "NM813", command, TODO_TEXT["NM813"])
         if name == "accelerate" and literals[:1] == ["launch"]:
             _gpu_ids(changes, command, args)
         if name == "nvidia-smi":
             if args:
-                changes.todo("NM815", command.start, TODO_TEXT["NM815"])
+                _todo(changes, "NM815", command, TODO_TEXT["NM815"])
             elif changes.enabled("NM815"):
                 word = command.words[program]
                 changes.replace("NM815", word.start, word.end, "neuron-ls")
@@ -113,12 +113,12 @@ def _visible_cores(changes: Changes, command: Command, lnc: int) -> None:
                 changes.replace("NM803", value_word.start + inner, value_word.end - inner, cores.from_gpus(gpus, lnc),
                                 anchor=word.start)
             elif value:
-                changes.todo("NM804", command.start, TODO_TEXT["NM804"].format(value=value))
+                _todo(changes, "NM804", command, TODO_TEXT["NM804"].format(value=value))
         elif name == CORES_ENV and value_word.literal:
             found = cores.parse(value_word.literal)
             problem = "is not a core list (e.g. 0,1 or 0-3)" if found is None else cores.unaligned(found, lnc)
             if problem:
-                changes.todo("NM804", command.start, f"{CORES_ENV}={value_word.literal}: {problem}")
+                _todo(changes, "NM804", command, f"{CORES_ENV}={value_word.literal}: {problem}")
     if changes.enabled("NM803"):
         for word in words:
             for match in _EXPANSION.finditer(word.raw):
@@ -153,7 +153,7 @@ def _gpu_ids(changes: Changes, command: Command, args: tuple[Word, ...]) -> None
     for _, value in values:
         problem = cores.gpu_ids_problem(value, wanted)
         if problem:
-            changes.todo("NM804", command.start, problem)
+            _todo(changes, "NM804", command, problem)
 
 
 def _option_values(args: tuple[Word, ...], names: tuple[str, ...]) -> list[tuple[Word, str]]:
@@ -217,7 +217,7 @@ def _pip(changes: Changes, command: Command, program: int, everything: list[Comm
     if len(cuda) < len(packages):
         for i, _ in cuda:
             changes.replace("NM814", words[i - 1].end, words[i].end, "", anchor=command.start)
-        changes.todo("NM814", command.start, TODO_TEXT["NM814"].format(names=names, action="removed from this install"))
+        _todo(changes, "NM814", command, TODO_TEXT["NM814"].format(names=names, action="removed from this install"))
     elif _alone(changes, command, everything):
         line = changes.line_start(command.start)
         while line <= command.end:
@@ -226,14 +226,33 @@ def _pip(changes: Changes, command: Command, program: int, everything: list[Comm
             if next_line == -1:
                 break
             line = next_line + 1
-        changes.todo("NM814", command.start, TODO_TEXT["NM814"].format(names=names, action="this install is commented out"))
+        _todo(changes, "NM814", command, TODO_TEXT["NM814"].format(names=names, action="this install is commented out"))
     else:
-        changes.todo("NM814", command.start, TODO_TEXT["NM814"].format(names=names, action="remove this install"))
+        _todo(changes, "NM814", command, TODO_TEXT["NM814"].format(names=names, action="remove this install"))
 
 
 def _alone(changes: Changes, command: Command, everything: list[Command]) -> bool:
-    """Whether the command's lines hold nothing else, so commenting them out removes only it."""
+    """Whether the command stands alone at the top level of its lines, so commenting them out removes only it.
+
+    Not inside a compound command (`then pip install ...`, or an indented body, which a comment
+    would leave empty) and sharing no line with another command.
+    """
     if command.program() != 0 and not is_assignment(command.words[0].raw):
-        return False  # `then pip install ...`: the line also carries shell syntax
-    first, last = changes.line_start(command.start), changes.line_end(command.end)
+        return False
+    first, last = _logical_start(changes, command.start), changes.line_end(command.end)
+    if changes.text[first:command.start] not in ("", "!", "%"):  # indented (a notebook magic keeps its `!`)
+        return False
     return all(other is command or other.end <= first or other.start >= last for other in everything)
+
+
+def _logical_start(changes: Changes, offset: int) -> int:
+    """The start of the line holding `offset`, moved up past backslash-continued lines."""
+    start = changes.line_start(offset)
+    while start > 0 and changes.text[:start - 1].rstrip("\r").endswith("\\"):
+        start = changes.line_start(start - 1)
+    return start
+
+
+def _todo(changes: Changes, rule: str, command: Command, message: str) -> None:
+    """A TODO above the command; above the whole logical line when the command continues one."""
+    changes.todo(rule, _logical_start(changes, command.start), message)
