@@ -96,7 +96,13 @@ def _scalars(mapping: MappingNode) -> dict[str, tuple[ScalarNode, Node]]:
 
 
 def _set(changes: Changes, rule: str, node: ScalarNode, value: str, anchor: int | None = None) -> None:
-    """Replace a scalar's value, inside its quotes when it is quoted."""
+    """Replace a scalar's value, inside its quotes when it is quoted.
+
+    An anchored value (`&name`) is left alone: its span is the anchor's definition, shared by
+    every `*name` alias, so an edit there would change other keys too.
+    """
+    if node.anchor is not None:
+        return
     start, end = node.start_mark.index, node.end_mark.index
     if node.style in ("'", '"'):
         start, end = start + 1, end - 1
@@ -104,7 +110,8 @@ def _set(changes: Changes, rule: str, node: ScalarNode, value: str, anchor: int 
 
 
 def _true(node: Node) -> bool:
-    return type(node) is ScalarNode and node.tag == _BOOL and node.value.lower() in _TRUE
+    """A plain `true`/`yes`/`on` written at this key (not an anchor shared with other keys)."""
+    return type(node) is ScalarNode and node.anchor is None and node.tag == _BOOL and node.value.lower() in _TRUE
 
 
 def _accelerate(changes: Changes, keys: dict[str, tuple[ScalarNode, Node]]) -> None:

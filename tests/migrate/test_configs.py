@@ -132,3 +132,9 @@ def test_todo_for_a_command_continuing_a_line_goes_above_the_whole_line():
     source = "make data && \\\n  deepspeed train.py\n"
     new = migrate_file(source.encode(), "run.sh").new.decode()
     assert new.startswith("# TODO(neuron-migrate NM811): ") and new.endswith(source)
+
+
+def test_anchored_values_shared_by_aliases_are_not_edited():
+    source = "distributed_type: MULTI_GPU\nnum_processes: 2\nprecision: &p fp16\nmixed_precision: *p\n"
+    result = migrate_file(source.encode(), "accelerate.yaml")
+    assert result.new.decode() == source.replace("MULTI_GPU", "MULTI_NEURON")
