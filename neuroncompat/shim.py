@@ -60,6 +60,9 @@ def _maybe_start_simulator() -> None:
 
         if not simulator.is_enabled():
             simulator.enable()
+        from neuroncompat.simulate import record
+
+        record.start_from_env()
 
 
 def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchStatus]:

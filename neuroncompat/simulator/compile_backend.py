@@ -25,8 +25,15 @@ logger = logging.getLogger("neuroncompat.simulator")
 _lock = threading.Lock()
 _records: list["CompiledGraph"] = []
 _listeners: list[Callable[["CompiledGraph"], None]] = []
-# Frames skipped when looking for the line that triggered a compilation.
-_INTERNAL = (f"{os.sep}torch{os.sep}", f"neuroncompat{os.sep}simulator", "<frozen ", f"{os.sep}contextlib.py")
+# Frames skipped when looking for the line that triggered a compilation, and for the function
+# compiled: ``neuroncompat simulate``'s recorder hooks every module call, so Dynamo inlines it.
+_INTERNAL = (
+    f"{os.sep}torch{os.sep}",
+    f"neuroncompat{os.sep}simulator",
+    f"neuroncompat{os.sep}simulate{os.sep}record.py",
+    "<frozen ",
+    f"{os.sep}contextlib.py",
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,139 @@
+"""Run the user's command with the shim, the simulator and the recorder on in every process.
+
+The command is rewritten so the script itself runs through ``python -m neuroncompat`` (no edit
+to the script): ``python [opts] train.py`` -> ``python [opts] -m neuroncompat train.py``,
+``python -m pkg.mod`` -> ``python -m neuroncompat -m pkg.mod``, ``torchrun [opts] train.py`` ->
+``torchrun [opts] -m neuroncompat train.py`` (also with torchrun's ``-m``, and
+``python -m torch.distributed.run``), and the same for ``accelerate launch``. The launchers'
+own option parsers find where the script starts, so every launcher option is kept as given.
+
+The environment tells each process what to do: ``NEURONCOMPAT_SIMULATE=1`` (the shim starts
+the simulator), ``NEURONCOMPAT_SIMULATE_RECORD=<dir>`` (and records into it) and
+``NEURONCOMPAT_SIMULATE_CORES`` (enough cores for every local rank).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from neuroncompat.simulate import RECORD_ENV
+from neuroncompat.simulate.report import load_records
+
+_PYTHON = re.compile(r"python[\d.]*(\.exe)?")
+_PYTHON_OPTIONS_WITH_VALUE = ("-W", "-X")
+_TORCHRUN_MODULES = ("torch.distributed.run",)
+
+
+class UnsupportedCommand(ValueError):
+    """A command ``neuroncompat simulate`` cannot route through the shim."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The rewritten command and how many processes it starts per node (None: one, or unknown)."""
+
+    argv: list[str]
+    processes: int | None = None
+
+
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) or (isinstance(value, str) and value.isdigit()) else None
+
+
+def _launcher(argv: Sequence[str], prefix: int, parsed: Any, processes: Any) -> Launch:
+    """``argv[:prefix]`` (the launcher), its options, then ``-m neuroncompat`` before the script."""
+    if getattr(parsed, "no_python", False):
+        raise UnsupportedCommand("--no-python runs the script without Python; neuroncompat can only simulate Python scripts")
+    script_at = len(argv) - len(parsed.training_script_args) - 1
+    options = [arg for arg in argv[prefix:script_at] if arg not in ("-m", "--module")]
+    target = ["-m"] if parsed.module else []
+    return Launch([*argv[:prefix], *options, "-m", "neuroncompat", *target, *argv[script_at:]], _count(processes))
+
+
+def _torchrun(argv: Sequence[str], prefix: int) -> Launch:
+    from torch.distributed.run import get_args_parser
+
+    parsed = get_args_parser().parse_args(list(argv[prefix:]))
+    return _launcher(argv, prefix, parsed, parsed.nproc_per_node)
+
+
+def _accelerate(argv: Sequence[str]) -> Launch:
+    from accelerate.commands.launch import launch_command_parser
+
+    parsed = launch_command_parser().parse_args(list(argv[2:]))
+    return _launcher(argv, 2, parsed, parsed.num_processes)
+
+
+def _python(argv: Sequence[str]) -> Launch:
+    index = 1
+    while index < len(argv):
+        arg = argv[index]
+        if arg == "-m":
+            if index + 1 >= len(argv):
+                raise UnsupportedCommand("python -m needs a module name")
+            module = argv[index + 1]
+            if module in _TORCHRUN_MODULES:
+                return _torchrun(argv, index + 2)
+            if module == "neuroncompat":
+                return Launch(list(argv))
+            return Launch([*argv[:index], "-m", "neuroncompat", *argv[index:]])
+        if arg == "-c":
+            raise UnsupportedCommand("python -c is not supported: put the code in a script file")
+        if not arg.startswith("-") or arg == "-":
+            if arg == "-":
+                raise UnsupportedCommand("a script from stdin is not supported: pass a script file")
+            return Launch([*argv[:index], "-m", "neuroncompat", *argv[index:]])
+        index += 2 if arg in _PYTHON_OPTIONS_WITH_VALUE else 1
+    raise UnsupportedCommand("no script given to python")
+
+
+def plan(argv: Sequence[str]) -> Launch:
+    """The command that runs ``argv`` through the shim (see the module docstring)."""
+    if not argv:
+        raise UnsupportedCommand("no command given")
+    program = Path(argv[0]).name
+    if _PYTHON.fullmatch(program):
+        return _python(argv)
+    if program == "torchrun":
+        return _torchrun(argv, 1)
+    if program == "accelerate" and argv[1:2] == ["launch"]:
+        return _accelerate(argv)
+    raise UnsupportedCommand(f"{argv[0]!r}: expected python, torchrun or accelerate launch")
+
+
+def _exit_code(returncode: int) -> int:
+    """A signal death as the shell reports it (128 + signal number)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run(argv: Sequence[str], cores: int | None = None) -> tuple[int, list[dict[str, Any]]]:
+    """Run ``argv`` on the simulator; returns its exit code and every process's record.
+
+    Without ``cores`` the simulator gets its default (2), or one core per local process when the
+    launcher starts more. Ctrl-C reaches the script (same process group); its records are still read.
+    """
+    launch = plan(argv)
+    env = dict(os.environ, NEURONCOMPAT_SIMULATE="1")
+    if cores is None and launch.processes is not None and launch.processes > 2:
+        cores = launch.processes
+    if cores is not None:
+        env["NEURONCOMPAT_SIMULATE_CORES"] = str(cores)
+    with tempfile.TemporaryDirectory(prefix="neuroncompat-simulate-") as directory:
+        env[RECORD_ENV] = directory
+        try:
+            process = subprocess.Popen(launch.argv, env=env)
+        except FileNotFoundError as exc:
+            raise UnsupportedCommand(f"{launch.argv[0]!r} was not found: {exc.strerror}") from exc
+        try:
+            returncode = process.wait()
+        except KeyboardInterrupt:
+            process.send_signal(signal.SIGINT)
+            returncode = process.wait()
+        return _exit_code(returncode), load_records(directory)

@@ -1,0 +1,227 @@
+"""What one simulated process compiled: written as JSON when it exits, for ``neuroncompat simulate``.
+
+Two kinds of compilation happen on Neuron and both are recorded:
+
+- **torch.compile graphs**: the simulator's ``neuron`` backend sees each one (``simulator.compiles()``);
+  a listener adds the user's own line that triggered it, which only the compiling stack shows.
+- **eager shapes**: without torch.compile, Neuron still compiles the ops of a forward per new input
+  shape (transformers #46590: "even in eager mode the graphs are compiled (op by op)"). The
+  recorder counts the distinct (shape, dtype) signatures of the tensor inputs of each *outermost*
+  module call (the model the user or a trainer calls, not its layers: a new model input shape
+  means new shapes for the whole forward), with where it was called from. Calls inside a
+  torch.compile'd region are the compiled graphs' business and are skipped; a frame Dynamo gives
+  up on (recompile limit) runs eagerly and is counted here, as on hardware.
+
+Bounded: at most :data:`MAX_TENSORS` tensors per signature, :data:`MAX_SHAPES` signatures per call
+site and :data:`MAX_SITES` call sites; beyond that only counts grow. ``neuroncompat simulate`` turns
+this on with ``NEURONCOMPAT_SIMULATE_RECORD=<dir>``; each process writes ``rank<RANK>-<pid>.json``
+there at exit (also on an uncaught exception).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch._dynamo.eval_frame import OptimizedModule
+
+from neuroncompat.simulate import RECORD_ENV
+from neuroncompat.simulate.locations import current_caller, shorten_location
+from neuroncompat.simulator import compile_backend
+from neuroncompat.simulator.compile_backend import CompiledGraph
+
+MAX_TENSORS = 16
+MAX_SHAPES = 64
+MAX_SITES = 128
+
+# One tensor input of a module call: (name, shape, dtype).
+TensorSpec = tuple[str, tuple[int, ...], str]
+
+
+def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[TensorSpec, ...]:
+    """The tensor inputs of a call, named by position or keyword; containers are looked into twice."""
+    found: list[TensorSpec] = []
+
+    def visit(name: str, value: Any, depth: int) -> None:
+        if len(found) >= MAX_TENSORS:
+            return
+        if isinstance(value, torch.Tensor):
+            found.append((name, tuple(value.shape), str(value.dtype).removeprefix("torch.")))
+        elif depth < 2 and isinstance(value, dict):
+            for key in sorted(value, key=str):
+                visit(f"{name}.{key}", value[key], depth + 1)
+        elif depth < 2 and isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                visit(f"{name}.{index}", item, depth + 1)
+
+    for index, value in enumerate(args):
+        visit(f"args.{index}", value, 0)
+    for key in sorted(kwargs):
+        visit(key, kwargs[key], 0)
+    return tuple(found)
+
+
+class _Site:
+    """The distinct signatures of the outermost calls of one module class from one place."""
+
+    __slots__ = ("calls", "shapes", "dropped")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.shapes: dict[tuple[TensorSpec, ...], int] = {}
+        self.dropped = 0
+
+    def add(self, signature: tuple[TensorSpec, ...]) -> None:
+        self.calls += 1
+        if signature in self.shapes:
+            self.shapes[signature] += 1
+        elif len(self.shapes) < MAX_SHAPES:
+            self.shapes[signature] = 1
+        else:
+            self.dropped += 1
+
+
+class Recorder:
+    """Records compiled graphs and eager forward shapes in this process (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._graphs: list[tuple[CompiledGraph, str | None]] = []
+        self._sites: dict[tuple[str, str | None, str | None], _Site] = {}
+        self._dropped_calls = 0
+        self._undo: list[Any] = []
+
+    def start(self) -> None:
+        # torch warns that global hooks also fire for torch.compile's wrapper module: the hooks
+        # skip that wrapper, and the warning would only confuse the user reading their run.
+        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks", category=UserWarning)
+        hooks = torch.nn.modules.module
+        self._undo = [
+            hooks.register_module_forward_pre_hook(self._enter).remove,
+            hooks.register_module_forward_hook(self._exit, with_kwargs=True, always_call=True).remove,
+            compile_backend.on_compile(self._compiled),
+        ]
+
+    def stop(self) -> None:
+        for undo in self._undo:
+            undo()
+        self._undo = []
+
+    # -- hooks --------------------------------------------------------------------------------
+    @staticmethod
+    def _ignored(module: torch.nn.Module) -> bool:
+        """Calls inside torch.compile (the compiled graphs cover them), the compiled wrapper
+        itself, and calls during backward (activation-checkpoint recomputation is not a forward)."""
+        return torch.compiler.is_compiling() or isinstance(module, OptimizedModule) or torch._C._current_graph_task_id() != -1
+
+    def _enter(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if self._ignored(module):
+            return
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+
+    def _exit(self, module: torch.nn.Module, args: tuple[Any, ...], *rest: Any) -> None:
+        # (kwargs, result) after a forward; (result,) when the forward raised.
+        if self._ignored(module):
+            return
+        depth = self._local.depth = getattr(self._local, "depth", 1) - 1
+        if depth == 0 and len(rest) == 2:
+            self._record_call(type(module).__qualname__, _signature(args, rest[0]))
+
+    def _record_call(self, module: str, signature: tuple[TensorSpec, ...]) -> None:
+        site_at, user_at = current_caller()
+        key = (module, site_at, user_at)
+        with self._lock:
+            site = self._sites.get(key)
+            if site is None:
+                if len(self._sites) >= MAX_SITES:
+                    self._dropped_calls += 1
+                    return
+                site = self._sites[key] = _Site()
+            site.add(signature)
+
+    def _compiled(self, graph: CompiledGraph) -> None:
+        _, user_at = current_caller()
+        with self._lock:
+            self._graphs.append((graph, user_at))
+
+    # -- output -------------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """This process's record, in the form ``neuroncompat simulate`` reads back."""
+        with self._lock:
+            graphs = [
+                {**graph.to_dict(), "trigger": shorten_location(graph.trigger), "code": shorten_location(graph.code), "user": user_at}
+                for graph, user_at in self._graphs
+            ]
+            eager = [
+                {
+                    "module": module,
+                    "site": site_at,
+                    "user": user_at,
+                    "calls": site.calls,
+                    "shapes": [
+                        {"inputs": [{"name": n, "shape": list(s), "dtype": d} for n, s, d in signature], "calls": calls}
+                        for signature, calls in site.shapes.items()
+                    ],
+                    "dropped_shapes": site.dropped,
+                }
+                for (module, site_at, user_at), site in self._sites.items()
+            ]
+            dropped = self._dropped_calls
+        return {
+            "rank": int(os.environ.get("RANK", "0")),
+            "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
+            "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+            "pid": os.getpid(),
+            "argv": list(sys.argv),
+            "compiled": graphs,
+            "eager": eager,
+            "dropped_calls": dropped,
+        }
+
+    def write(self, directory: str | Path) -> Path:
+        data = self.snapshot()
+        path = Path(directory) / f"rank{data['rank']}-{data['pid']}.json"
+        partial = path.with_suffix(".tmp")
+        partial.write_text(json.dumps(data))
+        os.replace(partial, path)
+        return path
+
+
+_recorder: Recorder | None = None
+
+
+def start(directory: str | Path) -> Recorder:
+    """Record this process from now on and write the record into ``directory`` when it exits.
+
+    Once per process: a later call returns the running recorder. Forked children (DataLoader
+    workers) inherit the exit handler but leave with ``os._exit``; the pid check keeps any other
+    inheritor from writing the parent's record as its own.
+    """
+    global _recorder
+    if _recorder is not None:
+        return _recorder
+    recorder = _recorder = Recorder()
+    recorder.start()
+    pid = os.getpid()
+
+    def write_at_exit() -> None:
+        if os.getpid() == pid:
+            recorder.write(directory)
+
+    atexit.register(write_at_exit)
+    return recorder
+
+
+def start_from_env() -> None:
+    """Start recording when ``neuroncompat simulate`` asked for it (``NEURONCOMPAT_SIMULATE_RECORD``)."""
+    directory = os.environ.get(RECORD_ENV)
+    if directory:
+        start(directory)

@@ -1,0 +1,107 @@
+"""`neuroncompat simulate -- python|torchrun ...`: the command runs through the shim on the
+simulator in every process, its exit code comes back, and the report is per rank."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import run_python
+from neuroncompat.simulate.launch import UnsupportedCommand, plan
+
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+
+
+def _simulate(*args: str, cwd: Path) -> tuple[int, str, str]:
+    result = run_python(f"from neuroncompat.cli import main; main({list(args)!r})", cwd=cwd)
+    return result.returncode, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "through_shim"),
+    [
+        ("python train.py --lr 1", "python -m neuroncompat train.py --lr 1"),
+        ("python3 -u -W ignore train.py", "python3 -u -W ignore -m neuroncompat train.py"),
+        ("python -m pkg.train --lr 1", "python -m neuroncompat -m pkg.train --lr 1"),
+        ("python -m neuroncompat train.py", "python -m neuroncompat train.py"),
+        ("torchrun --nproc_per_node=2 train.py --lr 1", "torchrun --nproc_per_node=2 -m neuroncompat train.py --lr 1"),
+        ("torchrun --nnodes 1 -m pkg.train -x", "torchrun --nnodes 1 -m neuroncompat -m pkg.train -x"),
+        ("python -m torch.distributed.run --nproc-per-node 2 train.py", "python -m torch.distributed.run --nproc-per-node 2 -m neuroncompat train.py"),
+        ("accelerate launch --num_processes 2 train.py --lr 1", "accelerate launch --num_processes 2 -m neuroncompat train.py --lr 1"),
+    ],
+)
+def test_commands_run_the_script_through_the_shim(command: str, through_shim: str) -> None:
+    assert " ".join(plan(command.split()).argv) == through_shim
+
+
+@pytest.mark.parametrize("command", ["python -c pass", "python", "bash train.sh", "torchrun --no-python train.sh"])
+def test_commands_that_cannot_be_simulated_are_refused(command: str) -> None:
+    with pytest.raises(UnsupportedCommand):
+        plan(command.split())
+
+
+FAILING_DECODE_LOOP = """\
+import sys
+import torch
+
+embed = torch.nn.Embedding(16, 8).to("neuron")
+for length in range(1, 7):  # a hand-written decode loop: one token longer per call
+    embed(torch.zeros(1, length, dtype=torch.long, device="neuron"))
+sys.exit(3)
+"""
+
+
+def test_failing_script_keeps_its_exit_code_and_still_gets_the_report(tmp_path: Path) -> None:
+    (tmp_path / "decode.py").write_text(FAILING_DECODE_LOOP)
+    code, out, err = _simulate("simulate", "--graph-cost", "30", "--", sys.executable, "decode.py", cwd=tmp_path)
+    assert code == 3, err
+    report = out[out.index("neuroncompat simulate:"):].splitlines()
+    assert report[1] == "the script FAILED with exit code 3: the counts cover what ran before it stopped"
+    assert report[2].startswith("estimated Neuron compilation: about 3 min (distinct graphs x 30 s")
+    assert "rank 0: 0 compiled graph(s), 6 eager forward shape(s) -> about 3 min of Neuron compilation at 30 s each" in report
+    assert "    Embedding called at decode.py:6 (<module>): 6 shape(s) in 6 call(s)" in report
+    assert "      args.0 int64[1,1]  x1" in report
+    assert "  WARNING: 6 eager shapes at Embedding called at decode.py:6 (<module>)" in report
+    assert "    args.0 dim 1: 6 sizes, 1..6, growing one at a time as a sequence does per generated token" in report
+    assert any(line.startswith('    fix: use a static KV cache') for line in report)
+
+
+PER_RANK_GENERATE = """\
+import os
+import sys
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+rank = int(os.environ["LOCAL_RANK"])
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], padding_side="left")
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.bfloat16).to(f"neuron:{rank}")
+assert next(model.parameters()).device == torch.device("neuron", rank)
+prompts = ["the neuron core compiles", "pad your batches to a multiple of"][: rank + 1]
+model.generate(**tokenizer(prompts, return_tensors="pt", padding=True), max_new_tokens=4, do_sample=False, cache_implementation="static")
+"""
+
+
+def test_torchrun_two_ranks_get_a_report_each(tmp_path: Path, tiny_qwen: Path) -> None:
+    (tmp_path / "generate.py").write_text(PER_RANK_GENERATE)
+    code, _, err = _simulate(
+        "simulate", "--format", "json", "-o", "report.json", "--", TORCHRUN, "--nproc_per_node=2", "generate.py", str(tiny_qwen), cwd=tmp_path
+    )
+    assert code == 0, err
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["schema"] == "neuroncompat.simulate/1" and report["exit_code"] == 0 and report["missing_ranks"] == []
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    for rank in report["ranks"]:
+        batch = rank["rank"] + 1
+        # transformers compiles the static-cache decode step on Neuron: one graph, at the user's generate line.
+        (group,) = rank["compiled"]
+        assert group["site"].startswith("transformers/generation/utils.py:") and group["user"] == "generate.py:12 (<module>)"
+        (graph,) = group["graphs"]
+        assert graph["inputs"][0] == {"shape": [batch, 1], "dtype": "int64", "dynamic": False} and not graph["rejected"]
+        (prefill,) = rank["eager"]
+        assert prefill["module"] == "Qwen3ForCausalLM" and prefill["calls"] == 1
+        assert rank["compiled_graphs"] == 1 and rank["eager_shapes"] == 1 and rank["estimated_compile_seconds"] == 120
+    assert report["estimated_compile_seconds"] == 120

@@ -1,0 +1,54 @@
+"""The simulate report's judgement: which fix a churning location gets, and rejected graphs flagged."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from neuroncompat.simulate import report
+from neuroncompat.simulate.advice import diagnose
+from neuroncompat.simulate.record import Recorder
+
+
+def _batches(*shapes: tuple[int, ...]) -> list[list[tuple[str, tuple[int, ...], str]]]:
+    return [[("input_ids", shape, "int64"), ("attention_mask", shape, "int64")] for shape in shapes]
+
+
+@pytest.mark.parametrize(
+    ("shapes", "fixes", "finding"),
+    [
+        (((2, 129), (2, 130), (2, 131), (2, 132), (2, 133)), ["static_cache"], "growing one at a time"),
+        (((4, 89), (4, 262), (4, 126), (4, 92), (4, 130)), ["pad_to_multiple_of", "padding_max_length"], "unpadded lengths"),
+        (((4, 128), (4, 512), (4, 256), (4, 384), (4, 640)), ["padding_max_length"], "in steps of 128: already padded"),
+        (((8, 256), (3, 256)), ["dataloader_drop_last"], "(batch): 3 and 8, a smaller last batch"),
+    ],
+    ids=["decode-loop", "unpadded", "bucketed", "last-batch"],
+)
+def test_the_fix_follows_how_the_shapes_vary(shapes: tuple[tuple[int, ...], ...], fixes: list[str], finding: str) -> None:
+    diagnosis = diagnose(_batches(*shapes))
+    assert [fix.id for fix in diagnosis.fixes] == fixes
+    assert any(finding in line for line in diagnosis.findings), diagnosis.findings
+
+
+def test_flattened_tokens_are_lengths_not_batches() -> None:
+    """A loss graph sees batch x (length - 1) tokens; 254 vs 510 is two 128-buckets, not a last batch."""
+    diagnosis = diagnose([[("logits", (n, 63), "bfloat16"), ("labels", (n,), "int64")] for n in (254, 510)])
+    assert [fix.id for fix in diagnosis.fixes] == ["padding_max_length"]
+
+
+def test_dynamic_graphs_are_flagged_as_rejected_with_the_fix(neuron: object) -> None:
+    recorder = Recorder()
+    recorder.start()
+    try:
+        double = torch.compile(lambda x: x * 2, backend="neuron", dynamic=True)
+        double(torch.ones(3, device="neuron"))
+    finally:
+        recorder.stop()
+    built = report.build([recorder.snapshot()], ["python", "dyn.py"], 0)
+    (rank,) = built["ranks"]
+    assert (rank["compiled_graphs"], rank["rejected_graphs"], rank["estimated_compile_seconds"]) == (0, 1, 0)
+    (warning,) = rank["warnings"]
+    assert warning["kind"] == "rejected" and warning["where"].endswith("(test_dynamic_graphs_are_flagged_as_rejected_with_the_fix)")
+    assert [fix["id"] for fix in warning["fixes"]] == ["automatic_dynamic_shapes"]
+    text = report.render_text(built)
+    assert "1 graph(s) Neuron would REJECT (dynamic shapes)" in text and "REJECTED: dynamic shapes" in text
