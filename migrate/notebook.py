@@ -125,7 +125,7 @@ def _cell_members(text: str) -> list[dict[str, tuple[int, int]]]:
     """For each cell of the (already validated) notebook, its members' value spans."""
     top, _ = _members(text, _WS.match(text).end())
     start, _ = top["cells"]
-    return [_members(text, item_start)[0] for item_start, _ in _items(text, start)]
+    return [_members(text, item)[0] if text[item] == "{" else {} for item, _ in _items(text, start)]
 
 
 def _items(text: str, i: int) -> list[tuple[int, int]]:

@@ -92,3 +92,9 @@ def test_indented_magic_keeps_its_block_valid():
     assert source.endswith("\n    # TODO(neuron-migrate NM814): flash-attn: CUDA-only, does not build or run on Neuron "
                            "(remove this install); sdpa attention, bf16 weights and model.generate take their place\n"
                            "    !pip install flash-attn")
+
+
+def test_cells_that_are_not_objects_are_passed_over():
+    text = json.dumps({"cells": [7, {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                                     "source": ["!nvidia-smi"]}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    assert migrate_file(text.encode(), "odd.ipynb").new.decode() == text.replace("nvidia-smi", "neuron-ls")
