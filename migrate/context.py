@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -48,6 +49,7 @@ class FileContext:
     pending: list[Candidate] = field(default_factory=list)  # bound to their node by the transformer
     callee: str | None = None  # set while call keywords are rewritten: the called name
     text: str = ""  # the decoded source, for whole-file facts a rule needs (e.g. `pad_token`)
+    family_state: dict[str, Any] = field(default_factory=dict)  # per-file state a family keeps across hooks
 
     def enabled(self, rule_id: str) -> bool:
         return self.selection.enabled(rule_id)

@@ -9,6 +9,8 @@ FAMILIES = {
     "NM2": "Precision, attention kernels, quantization",
     "NM3": "Generation and static shapes",
     "NM4": "Distributed",
+    "NM5": "Optimum Neuron",
+    "NM6": "PyTorch/XLA (torch_xla)",
     "NM7": "Version drift (transformers 5, TRL 1.x)",
     "NM8": "Config and launch files: accelerate/recipe YAML, shell launchers, notebook magics",
     "NM9": "Cannot migrate: TODO comments",

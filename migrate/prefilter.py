@@ -5,7 +5,9 @@ CUDA or the APIs the rules touch. Each alternative below is a token some rule ne
 a file without any of them cannot produce a rewrite or a TODO. The test is deliberately loose
 (a comment mentioning `cuda` passes it); false positives only cost a parse. Tokens that are
 common in library code but only rewritten in specific call shapes (`.generate(`, `pipeline(`,
-`DataLoader(`) are included because scripts, the target, use them directly.
+`DataLoader(`) are included because scripts, the target, use them directly. Optimum Neuron
+and torch_xla scripts are recognised by their imports (`optimum.neuron`, `torch_xla`), the
+`"xla"` device/backend string and torch_xla's environment variables.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ _TOKENS = (
     rb"use_vllm|(?:from|import)\s+(?:vllm|deepspeed|triton|apex|unsloth|liger_kernel)\b|"
     rb"evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|"
     rb"max_prompt_length|group_by_length|use_mps_device|Trainer\(|"
-    rb"prepare_model_for_kbit_training|DistributedDataParallel|\bDDP\(|quantization_config|max_memory\s*="
+    rb"prepare_model_for_kbit_training|DistributedDataParallel|\bDDP\(|quantization_config|max_memory\s*=|"
+    rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE"
 )
 _TRIGGERS = re.compile(_TOKENS)
 _DOCTEST = re.compile(rb"[ \t]*(?:>>>|\.\.\.)")
@@ -36,7 +39,8 @@ _LITERALS = (
     b"liger_kernel", b"evaluation_strategy", b"overwrite_output_dir", b"logging_dir",
     b"warmup_ratio", b"max_seq_length", b"max_prompt_length", b"group_by_length",
     b"use_mps_device", b"Trainer(", b"prepare_model_for_kbit_training", b"DDP(",
-    b"DistributedDataParallel", b"quantization_config", b"max_memory",
+    b"DistributedDataParallel", b"quantization_config", b"max_memory", b"optimum", b"xla", b"XLA",
+    b"PJRT_DEVICE",
 )
 
 
