@@ -30,11 +30,18 @@ def _simulate(*args: str, cwd: Path) -> tuple[int, str, str]:
         ("torchrun --nproc_per_node=2 train.py --lr 1", "torchrun --nproc_per_node=2 -m neuroncompat train.py --lr 1"),
         ("torchrun --nnodes 1 -m pkg.train -x", "torchrun --nnodes 1 -m neuroncompat -m pkg.train -x"),
         ("python -m torch.distributed.run --nproc-per-node 2 train.py", "python -m torch.distributed.run --nproc-per-node 2 -m neuroncompat train.py"),
-        ("accelerate launch --num_processes 2 train.py --lr 1", "accelerate launch --num_processes 2 -m neuroncompat train.py --lr 1"),
+        (
+            "accelerate launch --num_processes 2 train.py --lr 1",
+            f"{sys.executable} -m neuroncompat -m accelerate.commands.launch --num_processes 2 -m neuroncompat train.py --lr 1",
+        ),
+        (
+            "python3 -m accelerate.commands.launch -m pkg.train",
+            "python3 -m neuroncompat -m accelerate.commands.launch -m neuroncompat -m pkg.train",
+        ),
     ],
 )
 def test_commands_run_the_script_through_the_shim(command: str, through_shim: str) -> None:
-    assert " ".join(plan(command.split()).argv) == through_shim
+    assert " ".join(plan(tuple(command.split())).argv) == through_shim  # click passes a tuple
 
 
 @pytest.mark.parametrize("command", ["python -c pass", "python", "bash train.sh", "torchrun --no-python train.sh"])

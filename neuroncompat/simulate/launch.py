@@ -4,8 +4,9 @@ The command is rewritten so the script itself runs through ``python -m neuroncom
 to the script): ``python [opts] train.py`` -> ``python [opts] -m neuroncompat train.py``,
 ``python -m pkg.mod`` -> ``python -m neuroncompat -m pkg.mod``, ``torchrun [opts] train.py`` ->
 ``torchrun [opts] -m neuroncompat train.py`` (also with torchrun's ``-m``, and
-``python -m torch.distributed.run``), and the same for ``accelerate launch``. The launchers'
-own option parsers find where the script starts, so every launcher option is kept as given.
+``python -m torch.distributed.run``), and ``accelerate launch [opts] train.py`` ->
+``python -m neuroncompat -m accelerate.commands.launch [opts] -m neuroncompat train.py``. The
+launchers' own option parsers find where the script starts, so every launcher option is kept.
 
 The environment tells each process what to do: ``NEURONCOMPAT_SIMULATE=1`` (the shim starts
 the simulator), ``NEURONCOMPAT_SIMULATE_RECORD=<dir>`` (and records into it) and
@@ -18,6 +19,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ from neuroncompat.simulate.report import load_records
 _PYTHON = re.compile(r"python[\d.]*(\.exe)?")
 _PYTHON_OPTIONS_WITH_VALUE = ("-W", "-X")
 _TORCHRUN_MODULES = ("torch.distributed.run",)
+_ACCELERATE_LAUNCH = "accelerate.commands.launch"
 
 
 class UnsupportedCommand(ValueError):
@@ -64,11 +67,14 @@ def _torchrun(argv: Sequence[str], prefix: int) -> Launch:
     return _launcher(argv, prefix, parsed, parsed.nproc_per_node)
 
 
-def _accelerate(argv: Sequence[str]) -> Launch:
+def _accelerate(argv: Sequence[str], prefix: int, python: str) -> Launch:
+    """``accelerate launch`` itself runs under the shim too: it starts one process per core only
+    when it sees a multi-core Neuron device in its own process, as on a trn2."""
     from accelerate.commands.launch import launch_command_parser
 
-    parsed = launch_command_parser().parse_args(list(argv[2:]))
-    return _launcher(argv, 2, parsed, parsed.num_processes)
+    parsed = launch_command_parser().parse_args(list(argv[prefix:]))
+    launch = _launcher(argv, prefix, parsed, parsed.num_processes)
+    return Launch([python, "-m", "neuroncompat", "-m", _ACCELERATE_LAUNCH, *launch.argv[prefix:]], launch.processes)
 
 
 def _python(argv: Sequence[str]) -> Launch:
@@ -81,6 +87,8 @@ def _python(argv: Sequence[str]) -> Launch:
             module = argv[index + 1]
             if module in _TORCHRUN_MODULES:
                 return _torchrun(argv, index + 2)
+            if module == _ACCELERATE_LAUNCH:
+                return _accelerate(argv, index + 2, argv[0])
             if module == "neuroncompat":
                 return Launch(list(argv))
             return Launch([*argv[:index], "-m", "neuroncompat", *argv[index:]])
@@ -96,6 +104,7 @@ def _python(argv: Sequence[str]) -> Launch:
 
 def plan(argv: Sequence[str]) -> Launch:
     """The command that runs ``argv`` through the shim (see the module docstring)."""
+    argv = list(argv)
     if not argv:
         raise UnsupportedCommand("no command given")
     program = Path(argv[0]).name
@@ -104,7 +113,7 @@ def plan(argv: Sequence[str]) -> Launch:
     if program == "torchrun":
         return _torchrun(argv, 1)
     if program == "accelerate" and argv[1:2] == ["launch"]:
-        return _accelerate(argv)
+        return _accelerate(argv, 2, sys.executable)
     raise UnsupportedCommand(f"{argv[0]!r}: expected python, torchrun or accelerate launch")
 
 

@@ -7,10 +7,11 @@ Two kinds of compilation happen on Neuron and both are recorded:
 - **eager shapes**: without torch.compile, Neuron still compiles the ops of a forward per new input
   shape (transformers #46590: "even in eager mode the graphs are compiled (op by op)"). The
   recorder counts the distinct (shape, dtype) signatures of the tensor inputs of each *outermost*
-  module call (the model the user or a trainer calls, not its layers: a new model input shape
-  means new shapes for the whole forward), with where it was called from. Calls inside a
-  torch.compile'd region are the compiled graphs' business and are skipped; a frame Dynamo gives
-  up on (recompile limit) runs eagerly and is counted here, as on hardware.
+  module call on the device (the model the user or a trainer calls, not its layers: a new model
+  input shape means new shapes for the whole forward), with where it was called from. Calls
+  inside a torch.compile'd region are the compiled graphs' business and are skipped; a frame
+  Dynamo gives up on (recompile limit) runs eagerly and is counted here, as on hardware. Calls
+  during backward (activation checkpointing's recomputation) and on the CPU are not counted.
 
 Bounded: at most :data:`MAX_TENSORS` tensors per signature, :data:`MAX_SHAPES` signatures per call
 site and :data:`MAX_SITES` call sites; beyond that only counts grow. ``neuroncompat simulate`` turns
@@ -45,15 +46,19 @@ MAX_SITES = 128
 TensorSpec = tuple[str, tuple[int, ...], str]
 
 
-def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[TensorSpec, ...]:
-    """The tensor inputs of a call, named by position or keyword; containers are looked into twice."""
+def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[TensorSpec, ...], bool]:
+    """The tensor inputs of a call, named by position or keyword (containers are looked into
+    twice), and whether any of them is on the neuron device."""
     found: list[TensorSpec] = []
+    on_device = False
 
     def visit(name: str, value: Any, depth: int) -> None:
+        nonlocal on_device
         if len(found) >= MAX_TENSORS:
             return
         if isinstance(value, torch.Tensor):
             found.append((name, tuple(value.shape), str(value.dtype).removeprefix("torch.")))
+            on_device = on_device or value.device.type == "neuron"
         elif depth < 2 and isinstance(value, dict):
             for key in sorted(value, key=str):
                 visit(f"{name}.{key}", value[key], depth + 1)
@@ -65,7 +70,12 @@ def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[TensorSpe
         visit(f"args.{index}", value, 0)
     for key in sorted(kwargs):
         visit(key, kwargs[key], 0)
-    return tuple(found)
+    return tuple(found), on_device
+
+
+def _on_device(module: torch.nn.Module) -> bool:
+    parameter = next(module.parameters(), None)
+    return parameter is not None and parameter.device.type == "neuron"
 
 
 class _Site:
@@ -133,7 +143,9 @@ class Recorder:
             return
         depth = self._local.depth = getattr(self._local, "depth", 1) - 1
         if depth == 0 and len(rest) == 2:
-            self._record_call(type(module).__qualname__, _signature(args, rest[0]))
+            signature, on_device = _signature(args, rest[0])
+            if on_device or _on_device(module):  # a model kept on the CPU compiles nothing
+                self._record_call(type(module).__qualname__, signature)
 
     def _record_call(self, module: str, signature: tuple[TensorSpec, ...]) -> None:
         site_at, user_at = current_caller()
@@ -153,6 +165,11 @@ class Recorder:
             self._graphs.append((graph, user_at))
 
     # -- output -------------------------------------------------------------------------------
+    def recorded(self) -> bool:
+        """Whether anything compiled or ran a forward on the device in this process."""
+        with self._lock:
+            return bool(self._graphs or self._sites or self._dropped_calls)
+
     def snapshot(self) -> dict[str, Any]:
         """This process's record, in the form ``neuroncompat simulate`` reads back."""
         with self._lock:
@@ -203,7 +220,9 @@ def start(directory: str | Path) -> Recorder:
 
     Once per process: a later call returns the running recorder. Forked children (DataLoader
     workers) inherit the exit handler but leave with ``os._exit``; the pid check keeps any other
-    inheritor from writing the parent's record as its own.
+    inheritor from writing the parent's record as its own. A process that ran nothing on the
+    device and is no distributed rank (a launcher: ``accelerate launch`` runs under the shim)
+    writes nothing; a rank always writes, so a missing rank means a killed one.
     """
     global _recorder
     if _recorder is not None:
@@ -213,7 +232,7 @@ def start(directory: str | Path) -> Recorder:
     pid = os.getpid()
 
     def write_at_exit() -> None:
-        if os.getpid() == pid:
+        if os.getpid() == pid and (recorder.recorded() or "RANK" in os.environ):
             recorder.write(directory)
 
     atexit.register(write_at_exit)

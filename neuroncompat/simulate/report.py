@@ -248,7 +248,7 @@ def render_text(report: dict[str, Any]) -> str:
         f"(distinct graphs x {cost}, --graph-cost; ranks compile in parallel)"
     )
     if not report["ranks"]:
-        lines.append("no process recorded anything: the script did not start, or never imported neuroncompat's shim")
+        lines.append("nothing ran on the neuron device (or the script did not start)")
     ranks_seen = [r["rank"] for r in report["ranks"]]
     for rank in report["ranks"]:
         label = f"rank {rank['rank']}" + (f" (pid {rank['pid']})" if ranks_seen.count(rank["rank"]) > 1 else "")
