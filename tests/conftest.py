@@ -26,6 +26,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Register ``neuron`` as PyTorch's PrivateUse1 name, so test modules can write
+    ``torch.device("neuron", 1)`` at collection time. Registering is not enabling: the device
+    stays unavailable until a test asks for the ``neuron`` fixture."""
+    from neuroncompat.simulator import register_backend
+
+    register_backend()
+
+
 @pytest.fixture(scope="session")
 def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from neuroncompat.testing import build_causal_lm

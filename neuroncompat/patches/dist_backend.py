@@ -16,10 +16,9 @@ no backend is registered for the device (torch-neuronx's distributed support not
 call is left alone with a warning: mapping to a name torch does not know would only trade one
 error for another. The gap is in user scripts, not upstream, so there is nothing to stand down for.
 
-Why tests register a backend: the simulator has no ``neuron`` process-group backend yet, so
-the tests register one exactly as torch-neuronx does (``Backend.register_backend("neuron", ...,
-devices=["neuron"])``, here backed by gloo) in a subprocess, and check the real process group
-that ``init_process_group("nccl")`` creates; no torch function is mocked.
+The simulator registers its ``neuron`` backend as torch-neuronx does
+(``Backend.register_backend("neuron", ..., devices=["neuron"])``, collectives over gloo), so
+the tests check the real process group that ``init_process_group("nccl")`` creates.
 
 Example::
 
