@@ -90,7 +90,8 @@ def test_without_a_registered_neuron_backend_the_call_is_kept() -> None:
     proc = run_python(
         """
         import logging, sys
-                from neuroncompat import simulator
+        import torch.distributed as dist
+        from neuroncompat import simulator
         simulator.enable(cores=2)
         del dist.Backend.default_device_backend_map["neuron"]
         import neuroncompat
