@@ -95,6 +95,7 @@ def test_without_a_registered_neuron_backend_the_call_is_kept() -> None:
         simulator.enable(cores=2)
         del dist.Backend.default_device_backend_map["neuron"]
         import neuroncompat
+        neuroncompat.revert(); neuroncompat.apply()
         logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(name)s %(message)s")
         try:
             dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
