@@ -48,7 +48,8 @@ def test_sft_padded_to_128_compiles_at_most_max_length_over_128_graphs(recorder:
     assert _lengths(g for group in rank["compiled"] for g in group["graphs"]) == {128, 256}
     assert rank["rejected_graphs"] == 0 and rank["eager_shapes"] == 0
     assert rank["estimated_compile_seconds"] == rank["compiled_graphs"] * 60
-    for warning in rank["warnings"]:  # over --max-shapes 1: already bucketed, only max_length padding cuts further
+    assert len(rank["warnings"]) == len(rank["compiled"])  # over --max-shapes 1 each
+    for warning in rank["warnings"]:  # already bucketed: only max_length padding cuts further
         assert [fix["id"] for fix in warning["fixes"]] == ["padding_max_length"]
 
 

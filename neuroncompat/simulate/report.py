@@ -31,6 +31,7 @@ JSON schema (``"schema": "neuroncompat.simulate/1"``; fields are only ever added
           "shapes": [{"inputs": [{"name": str, "shape": [int], "dtype": str}], "calls": int}],
           "dropped_shapes": int         # calls with signatures beyond the recorder's bound
         }],
+        "dropped_calls": int,           # eager calls from locations beyond the recorder's bound
         "warnings": [{
           "kind": "recompiles" | "eager_shapes" | "rejected",
           "where": str,                 # the location, as in the text report
@@ -136,6 +137,7 @@ def _rank(record: dict[str, Any], graph_cost: float, max_shapes: int) -> dict[st
         "estimated_compile_seconds": (compiled_graphs + eager_shapes) * graph_cost,
         "compiled": compiled,
         "eager": record["eager"],
+        "dropped_calls": record["dropped_calls"],
         "warnings": warnings,
     }
 
@@ -226,6 +228,8 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
             lines.append(f"      {tensors}  x{shape['calls']}")
         if len(shapes) > _TEXT_ROWS:
             lines.append(f"      ... {len(shapes) - _TEXT_ROWS} more")
+    if rank["dropped_calls"]:
+        lines.append(f"    (+{rank['dropped_calls']} call(s) from further locations, not recorded)")
     if not rank["compiled"] and not rank["eager"]:
         lines.append("  nothing ran on the neuron device")
     for warning in rank["warnings"]:
