@@ -182,9 +182,16 @@ def _removal(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
     return None
 
 
+def _skipped(stmt: cst.CSTNode) -> bool:
+    """True for a statement the user marked `# neuron-migrate: skip` (on it or on the line above)."""
+    from migrate.transform import SKIP_MARKER  # the engine imports the rules: import late
+
+    return SKIP_MARKER in cst.Module([]).code_for_node(stmt)
+
+
 def _prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.BaseStatement] | None:
     """`body` without its removable statements, or None when nothing goes."""
-    marks = [_removal(stmt, ctx) for stmt in body]
+    marks = [None if _skipped(stmt) else _removal(stmt, ctx) for stmt in body]
     if not any(marks):
         return None
     out: list[cst.BaseStatement] = []
@@ -275,6 +282,9 @@ class _Bindings(cst.CSTVisitor):
         self.legacy = False
         self.existing: dict[str, str] = {}  # local -> qualified, for non-legacy from-imports
 
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        return not _skipped(node)
+
     def visit_Import(self, node: cst.Import) -> bool:
         if any(is_legacy(_alias_name(a)) for a in node.names):
             self.legacy = True
@@ -282,7 +292,10 @@ class _Bindings(cst.CSTVisitor):
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         module = dotted(node.module) if node.module is not None and not node.relative else None
-        if module is None or type(node.names) is cst.ImportStar:
+        if module is None:
+            return False
+        if type(node.names) is cst.ImportStar:
+            self.legacy = self.legacy or is_legacy(module)
             return False
         if not is_legacy(module):
             for alias in node.names:
@@ -331,7 +344,7 @@ class _Rewrite(cst.CSTTransformer):
         plan: dict[str, list[tuple[str, str | None]]] = {}
         statements: dict[str, cst.SimpleStatementLine] = {}
         for stmt in body:
-            if type(stmt) is not cst.SimpleStatementLine:
+            if type(stmt) is not cst.SimpleStatementLine or _skipped(stmt):
                 continue
             for small in stmt.body:
                 if type(small) is not cst.ImportFrom or small.relative or small.module is None or type(small.names) is cst.ImportStar:
@@ -403,7 +416,11 @@ class _Rewrite(cst.CSTTransformer):
                 wrapped = _from_line(dotted(small.module) or "", names, True)  # type: ignore[arg-type]
                 return wrapped.with_changes(leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace)
             return merged
-        if not any(type(s) in (cst.Import, cst.ImportFrom) and _legacy_import(s) for s in updated.body):
+        star = next((dotted(s.module) for s in updated.body if type(s) is cst.ImportFrom and s.module is not None
+                     and type(s.names) is cst.ImportStar and is_legacy(dotted(s.module))), None)
+        if star is not None:  # the names it binds are unknown: nothing can be swapped
+            return self._todo(updated, original, star)
+        if _skipped(original) or not any(type(s) in (cst.Import, cst.ImportFrom) and _legacy_import(s) for s in updated.body):
             return updated
         top = id(original) in self.top
         lines: list[cst.SimpleStatementLine] = []
@@ -563,7 +580,11 @@ def legacy_module(node: cst.Module, ctx: FileContext) -> cst.Module:
     node.visit(bindings)
     if not bindings.legacy:
         return node
-    used = {bindings.renames.get(n, n) for n in _references(node.body)}
+    references = _references(node.body)
+    used = {bindings.renames.get(n, n) for n in references}
+    # A module asked for by a rewrite whose statement was removed later (`os` for a rank check
+    # in an emptied `if`) is not imported.
+    ctx.needed_imports.intersection_update(references)
     candidates = {id(c.node): c for c in ctx.frames[0].candidates}
     rewritten = node.visit(_Rewrite(ctx, bindings, used, candidates))
     assert type(rewritten) is cst.Module
