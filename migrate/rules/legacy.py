@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import libcst as cst
 
@@ -89,11 +90,21 @@ def is_legacy(qualified: str | None) -> bool:
 
 # ---- per-file state ----------------------------------------------------------------------
 
-def family_state(ctx: FileContext, key: str, factory: Callable[[], object]) -> object:
+T = TypeVar("T")
+
+
+def family_state(ctx: FileContext, key: str, factory: Callable[[], T]) -> T:
     """The per-file state object of one family, created on first use."""
     if key not in ctx.family_state:
         ctx.family_state[key] = factory()
-    return ctx.family_state[key]
+    state = ctx.family_state[key]
+    assert isinstance(state, factory)  # type: ignore[arg-type]
+    return state
+
+
+def code(node: cst.CSTNode) -> str:
+    """The source text of a node."""
+    return cst.Module([]).code_for_node(node)
 
 
 @dataclass
@@ -107,7 +118,6 @@ def want_import(ctx: FileContext, module: str, name: str) -> str:
     if existing is not None:
         return existing
     state = family_state(ctx, "legacy-imports", _ImportState)
-    assert isinstance(state, _ImportState)
     names = state.wanted.setdefault(module, [])
     if name not in names:
         names.append(name)
@@ -127,7 +137,7 @@ def _line_break(extra: str) -> cst.ParenthesizedWhitespace:
 
 def wrap_long(call: cst.Call) -> cst.Call:
     """Put a rewritten one-line call that grew long on one argument per line, as black would."""
-    if not call.args or len(cst.Module([]).code_for_node(call)) <= _LONG or "\n" in cst.Module([]).code_for_node(call):
+    if not call.args or len(code(call)) <= _LONG or "\n" in code(call):
         return call
     args = [a.with_changes(comma=cst.Comma(whitespace_after=_line_break("    "))) for a in call.args]
     args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=_line_break("")))
@@ -165,7 +175,8 @@ def call_statement(stmt: cst.BaseStatement) -> cst.Call | None:
 
 @dataclass
 class _PruneState:
-    emptied: dict[int, str] = field(default_factory=dict)  # id of a `pass` left by pruning -> rule id
+    # a `pass` left by pruning, by id -> (that node, held so its id stays unique; the rule that pruned)
+    emptied: dict[int, tuple[cst.SimpleStatementLine, str]] = field(default_factory=dict)
 
 
 def _removal(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
@@ -176,9 +187,9 @@ def _removal(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
     if type(stmt) is cst.If and stmt.orelse is None and type(stmt.body) is cst.IndentedBlock and len(stmt.body.body) == 1:
         # `if is_master: print(met.metrics_report())` emptied by pruning goes as a whole
         state = family_state(ctx, "legacy-prune", _PruneState)
-        rule_id = state.emptied.get(id(stmt.body.body[0]))  # type: ignore[attr-defined]
-        if rule_id is not None and not _has_comments(stmt.body.body[0].leading_lines):
-            return Removal(rule_id)
+        emptied = state.emptied.get(id(stmt.body.body[0]))
+        if emptied is not None and not _has_comments(stmt.body.body[0].leading_lines):
+            return Removal(emptied[1])
     return None
 
 
@@ -186,7 +197,7 @@ def _skipped(stmt: cst.CSTNode) -> bool:
     """True for a statement the user marked `# neuron-migrate: skip` (on it or on the line above)."""
     from migrate.transform import SKIP_MARKER  # the engine imports the rules: import late
 
-    return SKIP_MARKER in cst.Module([]).code_for_node(stmt)
+    return SKIP_MARKER in code(stmt)
 
 
 def _prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.BaseStatement] | None:
@@ -214,7 +225,7 @@ def _prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.Base
     if not out:
         empty = cst.SimpleStatementLine([cst.Pass()])
         state = family_state(ctx, "legacy-prune", _PruneState)
-        state.emptied[id(empty)] = next(m.rule_id for m in marks if m is not None)  # type: ignore[attr-defined]
+        state.emptied[id(empty)] = (empty, next(m.rule_id for m in marks if m is not None))
         out.append(empty)
     return out
 
@@ -265,11 +276,11 @@ def _references(nodes: Iterable[cst.CSTNode]) -> set[str]:
 def _alias_local(alias: cst.ImportAlias) -> str:
     if alias.asname is not None and type(alias.asname.name) is cst.Name:
         return alias.asname.name.value
-    return cst.Module([]).code_for_node(alias.name).split(".")[0]
+    return code(alias.name).split(".")[0]
 
 
 def _alias_name(alias: cst.ImportAlias) -> str:
-    return cst.Module([]).code_for_node(alias.name)
+    return code(alias.name)
 
 
 class _Bindings(cst.CSTVisitor):
@@ -321,7 +332,7 @@ class _Rewrite(cst.CSTTransformer):
         self.used = used
         self.candidates = candidates
         self.skip: set[int] = set()  # ids of Name nodes that are not references
-        self.wanted = family_state(ctx, "legacy-imports", _ImportState).wanted  # type: ignore[attr-defined]
+        self.wanted = family_state(ctx, "legacy-imports", _ImportState).wanted
         self.header: set[str] = set()
         self.top: set[int] = set()  # ids of module-level statements
         self.merges: dict[int, list[tuple[str, str | None]]] = {}  # existing `from M import` -> names to add
@@ -411,7 +422,7 @@ class _Rewrite(cst.CSTTransformer):
             small = updated.body[0]
             assert type(small) is cst.ImportFrom
             merged = updated.with_changes(body=[_add_names(small, merge)])
-            if small.lpar is None and len(cst.Module([]).code_for_node(merged).strip()) > _LINE:
+            if small.lpar is None and len(code(merged).strip()) > _LINE:
                 names = [(_alias_name(a), a.asname.name.value if a.asname else None) for a in merged.body[0].names]  # type: ignore[union-attr]
                 wrapped = _from_line(dotted(small.module) or "", names, True)  # type: ignore[arg-type]
                 return wrapped.with_changes(leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace)
@@ -485,7 +496,7 @@ class _Rewrite(cst.CSTTransformer):
                 self.ctx.hit(found.rule_id if found is not None else import_rule(module))
             else:
                 rest.append(alias)
-        multiline = node.lpar is not None and "\n" in cst.Module([]).code_for_node(node)
+        multiline = node.lpar is not None and "\n" in code(node)
         lines = [_from_line(m, names, multiline) for m, names in sorted(groups.items())]
         residual = None
         if rest:
@@ -593,7 +604,7 @@ def legacy_module(node: cst.Module, ctx: FileContext) -> cst.Module:
 
 def _leftover_imports(module: cst.Module, ctx: FileContext) -> cst.Module:
     """Imports asked for when no legacy `from` import was there to replace: after the last import."""
-    wanted = family_state(ctx, "legacy-imports", _ImportState).wanted  # type: ignore[attr-defined]
+    wanted = family_state(ctx, "legacy-imports", _ImportState).wanted
     if not wanted:
         return module
     lines = [_from_line(m, [(n, None) for n in names], False) for m, names in sorted(wanted.items())]

@@ -19,7 +19,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule, register
 from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, last_name, method_of, on, remove_arg, string_value
-from migrate.rules.legacy import Removal, family_state, is_legacy, removable, resolve, swap, want_import, wrap_long
+from migrate.rules.legacy import Removal, code, family_state, is_legacy, removable, resolve, swap, want_import, wrap_long
 from migrate.rules.legacy_todos import flatten, todo
 
 register(Rule(
@@ -172,13 +172,7 @@ class _State:
 
 
 def _state(ctx: FileContext) -> _State:
-    state = family_state(ctx, "optimum-inference", _State)
-    assert isinstance(state, _State)
-    return state
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
+    return family_state(ctx, "optimum-inference", _State)
 
 
 def _read_export(call: cst.Call, into: _Export, ctx: FileContext) -> _Export:
@@ -225,11 +219,11 @@ def _native_load(call: cst.Call, export: _Export, ctx: FileContext, rule_id: str
     if export.tp is not None and not pipeline:
         if kwarg(call, "distributed_config") is None:
             config = want_import(ctx, "transformers.distributed", "DistributedConfig")
-            call = add_kwarg(call, "distributed_config", f"{config}(tp_size={_code(export.tp)})")
+            call = add_kwarg(call, "distributed_config", f"{config}(tp_size={code(export.tp)})")
     elif kwarg(call, "device_map") is None and kwarg(call, "device") is None and not has_star_kwargs(call):
         call = add_kwarg(call, "device" if pipeline else "device_map", '"neuron"')
     if kwarg(call, "dtype") is None and kwarg(call, "torch_dtype") is None and not has_star_kwargs(call):
-        torch = _code(ctx.module_ref("torch"))
+        torch = code(ctx.module_ref("torch"))
         call = add_kwarg(call, "dtype", f"{torch}.float32" if export.fp32 else f"{torch}.bfloat16")
     ctx.hit(rule_id)
     return wrap_long(call)
@@ -337,10 +331,10 @@ def bind_models(node: cst.Assign, ctx: FileContext) -> cst.Assign:
         return node
     if state.pending is not None and type(value) is cst.Call:
         export, kind = state.pending
-        known = state.models.setdefault(_code(target), _Export())
+        known = state.models.setdefault(code(target), _Export())
         known.shapes.update(export.shapes)  # a load from an exported directory knows no shapes itself
         if kind == "encoder":
-            state.encoder = (_code(target), export)
+            state.encoder = (code(target), export)
         return node
     if state.encoder is not None and ctx.enabled("NM514"):
         return _encoder_inputs(node, ctx, *state.encoder)
@@ -364,7 +358,7 @@ def _encoder_inputs(node: cst.Assign, ctx: FileContext, model: str, export: _Exp
         elif string_value(padding.value) != "max_length":
             new = new.with_changes(args=[a if a is not padding else a.with_changes(value=cst.SimpleString('"max_length"')) for a in new.args])
         if kwarg(new, "max_length") is None:
-            new = add_kwarg(new, "max_length", _code(length))
+            new = add_kwarg(new, "max_length", code(length))
         if kwarg(new, "truncation") is None:
             new = add_kwarg(new, "truncation", "True")
     if moved:
@@ -390,13 +384,13 @@ def static_cache(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNode
     small = node.body[0] if len(node.body) == 1 else None
     if kind not in ("decoder", "pipeline") or length is None or type(small) is not cst.Assign or not ctx.enabled("NM512"):
         return node
-    target = _code(small.targets[0].target)
+    target = code(small.targets[0].target)
     owner = f"{target}.model" if kind == "pipeline" else target
     if f"{owner}.generation_config.max_cache_len" in ctx.text:
         return node  # set by hand or by an earlier run
     lines = [
         cst.parse_statement(f'{owner}.generation_config.cache_implementation = "static"'),
-        cst.parse_statement(f"{owner}.generation_config.max_cache_len = {_code(length)}"),
+        cst.parse_statement(f"{owner}.generation_config.max_cache_len = {code(length)}"),
     ]
     ctx.hit("NM512")
     return flatten(ctx, [node, *lines])
@@ -416,7 +410,7 @@ def export_values(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     owner = node.value
     export = None
     if type(owner) is cst.Attribute and owner.attr.value == "neuron_config":
-        export = state.models.get(_code(owner.value))
+        export = state.models.get(code(owner.value))
     elif type(owner) is cst.Name:
         export = state.configs.get(owner.value)
     value = export.shapes.get(shape) if export is not None else None
@@ -437,7 +431,7 @@ def old_export_values(node: cst.Subscript, ctx: FileContext) -> cst.BaseExpressi
         return node
     index = node.slice[0].slice
     key = string_value(index.value) if type(index) is cst.Index else None
-    export = _state(ctx).models.get(_code(owner.value.value))
+    export = _state(ctx).models.get(code(owner.value.value))
     value = export.shapes.get(_SHAPE_ATTRIBUTES.get(key or "", "")) if export is not None else None
     if value is None:
         return node

@@ -18,7 +18,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule, register
 from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, method_of, on, remove_arg, replace_arg, string_value
-from migrate.rules.legacy import Removal, call_statement, family_state, removable, resolve, swap, want_import, wrap_long
+from migrate.rules.legacy import Removal, call_statement, code, family_state, removable, resolve, swap, want_import, wrap_long
 from migrate.rules.legacy_todos import flatten, todo
 
 register(Rule(
@@ -210,17 +210,12 @@ class _State:
     tp: cst.BaseExpression | None = None  # tensor_parallel_size of the last training-arguments call
     distributed: set[str] = field(default_factory=set)  # names bound to a DistributedConfig(...)
     cli_config: set[str] = field(default_factory=set)  # names bound to `<args>.trn_config`
-    precompilation: set[int] = field(default_factory=set)  # ids of the `False` that replaced is_precompilation()
+    # the `False` nodes that replaced is_precompilation(), by id (held, so no other node reuses the id)
+    precompilation: dict[int, cst.Name] = field(default_factory=dict)
 
 
 def _state(ctx: FileContext) -> _State:
-    state = family_state(ctx, "optimum-training", _State)
-    assert isinstance(state, _State)
-    return state
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
+    return family_state(ctx, "optimum-training", _State)
 
 
 def _is(node: cst.BaseExpression, value: str) -> bool:
@@ -239,11 +234,11 @@ def _qualified_name(node: cst.BaseExpression, ctx: FileContext) -> str:
 
 def _distributed_config(ctx: FileContext, tp: cst.BaseExpression | None, func: cst.BaseExpression) -> cst.Call:
     """`DistributedConfig(tp_size=tp, fsdp_size=WORLD_SIZE // tp)`: the mesh must cover every rank."""
-    world = f'int({_code(ctx.module_ref("os"))}.environ.get("WORLD_SIZE", 1))'
+    world = f'int({code(ctx.module_ref("os"))}.environ.get("WORLD_SIZE", 1))'
     if tp is None:
         text = f"X(fsdp_size={world})"
     else:
-        tp_code = _code(tp)
+        tp_code = code(tp)
         divisor = tp_code if type(tp) in (cst.Name, cst.Attribute, cst.Integer) else f"({tp_code})"
         text = f"X(tp_size={tp_code}, fsdp_size={world} // {divisor})"
     call = cst.parse_expression(text)
@@ -281,7 +276,7 @@ def _drop_fields(node: cst.Call, ctx: FileContext, rule_id: str, owner: str) -> 
         assert current is not None
         node = remove_arg(node, current)
         ctx.hit(rule_id)
-        ctx.warn(rule_id, f"{owner}: dropped {name}={_code(value)}: {reason}")
+        ctx.warn(rule_id, f"{owner}: dropped {name}={code(value)}: {reason}")
     return node
 
 
@@ -330,7 +325,7 @@ def _parallel_config(node: cst.Call, ctx: FileContext, name: str) -> cst.Call:
     tp = kwarg(node, "tensor_parallel_size")
     for arg in node.args:
         if arg.keyword is not None and arg.keyword.value != "tensor_parallel_size":
-            ctx.warn("NM505", f"{name}: dropped {arg.keyword.value}={_code(arg.value)}: no DistributedConfig field")
+            ctx.warn("NM505", f"{name}: dropped {arg.keyword.value}={code(arg.value)}: no DistributedConfig field")
     ctx.hit("NM505")
     return wrap_long(_distributed_config(ctx, tp.value if tp is not None else None, node.func))
 
@@ -396,7 +391,7 @@ def optimum_training_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpressio
     if name == "is_precompilation" and ctx.enabled("NM508"):
         ctx.hit("NM508")
         constant = cst.Name("False")
-        _state(ctx).precompilation.add(id(constant))
+        _state(ctx).precompilation[id(constant)] = constant
         return constant
     if method_of(node, "from_pretrained") and type(node.func) is cst.Attribute:
         found = resolve(ctx.qualify(node.func.value))

@@ -18,7 +18,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule, register
 from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, last_name, method_of, on, remove_arg, replace_arg, string_value, with_string_value
-from migrate.rules.legacy import Removal, call_statement, family_state, removable, wrap_long
+from migrate.rules.legacy import Removal, call_statement, code, family_state, removable, wrap_long
 from migrate.rules.legacy_todos import flatten, todo
 
 register(Rule(
@@ -150,29 +150,24 @@ _REDUCED = re.compile(r"DistributedDataParallel|\bDDP\(|\bfully_shard\b|(?<!Xla)
 
 @dataclass
 class _State:
-    unwrapped: dict[int, cst.BaseExpression] = field(default_factory=dict)  # id(loader expr) -> device
+    # Nodes this family wrote, by id; each entry holds its node so that no other node reuses the id.
+    unwrapped: dict[int, tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=dict)  # loader -> device
+    produced: dict[int, cst.BaseExpression] = field(default_factory=dict)  # rank expressions
     loaders: dict[str, cst.BaseExpression] = field(default_factory=dict)  # loader variable -> device
-    produced: set[int] = field(default_factory=set)  # ids of rank expressions this family wrote
 
 
 def _state(ctx: FileContext) -> _State:
-    state = family_state(ctx, "xla", _State)
-    assert isinstance(state, _State)
-    return state
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
+    return family_state(ctx, "xla", _State)
 
 
 def _env(ctx: FileContext, name: str, default: int) -> str:
-    return f'int({_code(ctx.module_ref("os"))}.environ.get("{name}", {default}))'
+    return f'int({code(ctx.module_ref("os"))}.environ.get("{name}", {default}))'
 
 
 def _env_expression(ctx: FileContext, name: str, default: int) -> cst.BaseExpression:
     """The torchrun variable as an expression; remembered so the call holding it can be re-wrapped."""
     node = cst.parse_expression(_env(ctx, name, default))
-    _state(ctx).produced.add(id(node))
+    _state(ctx).produced[id(node)] = node
     return node
 
 
@@ -182,11 +177,11 @@ def _multi_process(ctx: FileContext) -> bool:
 
 def _device(ctx: FileContext, index: cst.BaseExpression | None) -> cst.BaseExpression:
     """`torch.device("neuron")`, `torch.device("neuron:1")` or the rank-local core."""
-    torch = _code(ctx.module_ref("torch"))
+    torch = code(ctx.module_ref("torch"))
     if index is not None and type(index) is cst.Integer:
         return cst.parse_expression(f'{torch}.device("neuron:{index.value}")')
     if index is not None:
-        return cst.parse_expression(f'{torch}.device(f"neuron:{{{_code(index)}}}")')
+        return cst.parse_expression(f'{torch}.device(f"neuron:{{{code(index)}}}")')
     if _multi_process(ctx):
         local = _env(ctx, "LOCAL_RANK", 0).replace('"', "'")
         return cst.parse_expression(f'{torch}.device(f"neuron:{{{local}}}")')
@@ -231,7 +226,7 @@ def xla_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         return node.with_changes(func=cst.Attribute(value=ctx.module_ref("torch.optim"), attr=cst.Name(qualified.rpartition(".")[2])))
     if qualified == "torch_xla.amp.GradScaler" and ctx.enabled("NM610"):
         ctx.hit("NM610")
-        return cst.parse_expression(f'{_code(ctx.module_ref("torch.amp"))}.GradScaler("neuron", enabled=False)')
+        return cst.parse_expression(f'{code(ctx.module_ref("torch.amp"))}.GradScaler("neuron", enabled=False)')
     if qualified.startswith("torch_xla") and qualified not in _STATEMENT_LEVEL:
         todo(ctx, "NM918")
     produced = _state(ctx).produced
@@ -259,10 +254,10 @@ def _optimizer_step(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if optimizer is None or not ctx.enabled("NM604"):
         return node
     ctx.hit("NM604")
-    step = f"{_code(optimizer.value)}.step()"
+    step = f"{code(optimizer.value)}.step()"
     extra = kwarg(node, "optimizer_args")
     if extra is not None:
-        step = f"{_code(optimizer.value)}.step(**{_code(extra.value)})"
+        step = f"{code(optimizer.value)}.step(**{code(extra.value)})"
     return cst.parse_expression(step)
 
 
@@ -270,7 +265,7 @@ def _unwrap_loader(node: cst.Call, ctx: FileContext, loader: cst.Arg, device: cs
     ctx.hit("NM605")
     result = loader.value
     if device is not None:
-        _state(ctx).unwrapped[id(result)] = device.value
+        _state(ctx).unwrapped[id(result)] = (result, device.value)
     return result
 
 
@@ -292,11 +287,11 @@ def _autocast(node: cst.Call, ctx: FileContext, qualified: str) -> cst.BaseExpre
     device = kwarg(node, "device_type") or (positional[0] if positional else None)
     if not ctx.enabled("NM610"):
         return node
-    bf16 = f'{_code(ctx.module_ref("torch"))}.bfloat16'
+    bf16 = f'{code(ctx.module_ref("torch"))}.bfloat16'
     if qualified == "torch_xla.amp.autocast":
         ctx.hit("NM610")
         dtype = kwarg(node, "dtype")
-        new = cst.parse_expression(f'{_code(ctx.module_ref("torch"))}.autocast("neuron", dtype={_code(dtype.value) if dtype else bf16})')
+        new = cst.parse_expression(f'{code(ctx.module_ref("torch"))}.autocast("neuron", dtype={code(dtype.value) if dtype else bf16})')
         assert type(new) is cst.Call
         return new
     if device is None or string_value(device.value) != "xla":
@@ -313,9 +308,9 @@ def _autocast(node: cst.Call, ctx: FileContext, qualified: str) -> cst.BaseExpre
 def loader_binding(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """Remember `train_loader = <unwrapped loader>` so loops over it move their batches."""
     state = _state(ctx)
-    device = state.unwrapped.get(id(node.value))
-    if device is not None and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
-        state.loaders[node.targets[0].target.value] = device
+    unwrapped = state.unwrapped.get(id(node.value))
+    if unwrapped is not None and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
+        state.loaders[node.targets[0].target.value] = unwrapped[1]
     return node
 
 
@@ -328,7 +323,8 @@ def move_batches(node: cst.For, ctx: FileContext) -> cst.For:
         iterator = iterator.args[0].value
         if type(target) is cst.Tuple and len(target.elements) == 2:
             target = target.elements[1].value
-    device = state.unwrapped.get(id(iterator))
+    unwrapped = state.unwrapped.get(id(iterator))
+    device = unwrapped[1] if unwrapped is not None else None
     if device is None and type(iterator) is cst.Name:
         device = state.loaders.get(iterator.value)
     if device is None or not ctx.enabled("NM605") or type(node.body) is not cst.IndentedBlock:
@@ -337,7 +333,7 @@ def move_batches(node: cst.For, ctx: FileContext) -> cst.For:
     if move is None:
         todo(ctx, "NM918", "MpDeviceLoader moved each batch to the device: move the batch with .to(device) here")
         return node
-    if node.body.body and _code(node.body.body[0]).strip() == move:
+    if node.body.body and code(node.body.body[0]).strip() == move:
         return node
     ctx.hit("NM605")
     return node.with_changes(body=node.body.with_changes(body=[cst.parse_statement(move), *node.body.body]))
@@ -345,14 +341,14 @@ def move_batches(node: cst.For, ctx: FileContext) -> cst.For:
 
 def _move(target: cst.BaseExpression, device: cst.BaseExpression, body: cst.IndentedBlock) -> str | None:
     """The statement that moves a loop's batch, by the shape of the loop target."""
-    dev = _code(device)
+    dev = code(device)
     if type(target) is cst.Tuple and all(type(e.value) is cst.Name for e in target.elements):
         names = [e.value.value for e in target.elements]  # type: ignore[attr-defined]
         return f"{', '.join(names)} = {', '.join(f'{n}.to({dev})' for n in names)}"
     if type(target) is not cst.Name:
         return None
     name = target.value
-    text = _code(body)
+    text = code(body)
     if re.search(rf"\b{name}\s*\[\s*[\"']|\*\*{name}\b|\b{name}\.(?:items|keys|values)\(", text):
         return f"{name} = {{k: v.to({dev}) for k, v in {name}.items()}}"
     if re.search(rf"\b{name}\s*\[\s*\d", text):
@@ -376,7 +372,7 @@ def xla_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNod
             return _save(node, call, ctx)
         if qualified == XM + "rendezvous" and ctx.enabled("NM607"):
             ctx.hit("NM607")
-            barrier = cst.parse_expression(f'{_code(ctx.module_ref("torch.distributed"))}.barrier()')
+            barrier = cst.parse_expression(f'{code(ctx.module_ref("torch.distributed"))}.barrier()')
             return node.with_changes(body=[cst.Expr(barrier)])
         if qualified == XM + "all_reduce":
             return _all_reduce(node, call, None, ctx)
@@ -436,20 +432,20 @@ def _all_reduce(node: cst.SimpleStatementLine, call: cst.Call, target: cst.BaseE
     if op_name not in _REDUCE_OPS or inputs is None or extra or not ctx.enabled("NM607"):
         todo(ctx, "NM918")
         return node
-    dist = _code(ctx.module_ref("torch.distributed"))
+    dist = code(ctx.module_ref("torch.distributed"))
     tensors = [e.value for e in inputs.value.elements] if type(inputs.value) in (cst.List, cst.Tuple) and target is None else [inputs.value]  # type: ignore[attr-defined]
     if type(inputs.value) in (cst.List, cst.Tuple) and target is not None:
         todo(ctx, "NM918")
         return node
     scale = kwarg(call, "scale")
     lines: list[str] = []
-    if target is not None and _code(target) != _code(inputs.value):
-        lines.append(f"{_code(target)} = {_code(inputs.value)}.clone()")
+    if target is not None and code(target) != code(inputs.value):
+        lines.append(f"{code(target)} = {code(inputs.value)}.clone()")
         tensors = [target]
     for tensor in tensors:
-        lines.append(f"{dist}.all_reduce({_code(tensor)}, op={dist}.ReduceOp.{_REDUCE_OPS[op_name]})")
+        lines.append(f"{dist}.all_reduce({code(tensor)}, op={dist}.ReduceOp.{_REDUCE_OPS[op_name]})")
         if scale is not None:
-            lines.append(f"{_code(tensor)}.mul_({_code(scale.value)})")
+            lines.append(f"{code(tensor)}.mul_({code(scale.value)})")
     ctx.hit("NM607")
     statements = [cst.parse_statement(line) for line in lines]
     statements[0] = statements[0].with_changes(leading_lines=node.leading_lines)
@@ -467,13 +463,13 @@ def _spawn(node: cst.SimpleStatementLine, call: cst.Call, ctx: FileContext) -> c
     ctx.hit("NM608")
     parts = [_env(ctx, "LOCAL_RANK", 0)]
     if args is not None and type(args.value) is cst.Tuple:
-        parts += [_code(e.value) for e in args.value.elements]
+        parts += [code(e.value) for e in args.value.elements]
     elif args is not None:
-        parts.append(f"*{_code(args.value)}")
-    direct = node.with_changes(body=[cst.Expr(cst.parse_expression(f"{_code(fn.value)}({', '.join(parts)})"))])
+        parts.append(f"*{code(args.value)}")
+    direct = node.with_changes(body=[cst.Expr(cst.parse_expression(f"{code(fn.value)}({', '.join(parts)})"))])
     if _COLLECTIVES.search(ctx.text) and "init_process_group" not in ctx.text:
         # xmp.spawn connected the replicas for xm's collectives; natively that is the process group
-        init = cst.parse_statement(f'{_code(ctx.module_ref("torch.distributed"))}.init_process_group("neuron")')
+        init = cst.parse_statement(f'{code(ctx.module_ref("torch.distributed"))}.init_process_group("neuron")')
         return flatten(ctx, [init.with_changes(leading_lines=node.leading_lines), direct.with_changes(leading_lines=[])])
     return direct
 
