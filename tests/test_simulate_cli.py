@@ -112,3 +112,34 @@ def test_torchrun_two_ranks_get_a_report_each(tmp_path: Path, tiny_qwen: Path) -
         assert prefill["module"] == "Qwen3ForCausalLM" and prefill["calls"] == 1
         assert rank["compiled_graphs"] == 1 and rank["eager_shapes"] == 1 and rank["estimated_compile_seconds"] == 120
     assert report["estimated_compile_seconds"] == 120
+
+
+ONE_RANK_FAILS = """\
+import os
+import time
+from pathlib import Path
+
+import torch
+
+rank = int(os.environ["LOCAL_RANK"])
+embed = torch.nn.Embedding(16, 8).to(f"neuron:{rank}")
+embed(torch.zeros(1, 2 + rank, dtype=torch.long, device=f"neuron:{rank}"))
+if rank == 0:
+    Path("rank0.ready").touch()
+    time.sleep(120)  # torchrun stops this rank when rank 1 fails
+for _ in range(600):
+    if Path("rank0.ready").exists():
+        break
+    time.sleep(0.1)
+raise RuntimeError("rank 1 fails")
+"""
+
+
+def test_when_one_torchrun_rank_fails_every_rank_is_still_reported(tmp_path: Path) -> None:
+    (tmp_path / "fails.py").write_text(ONE_RANK_FAILS)
+    code, _, err = _simulate("simulate", "--format", "json", "-o", "report.json", "--", TORCHRUN, "--nproc_per_node=2", "fails.py", cwd=tmp_path)
+    assert code == 1 and "RuntimeError: rank 1 fails" in err
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["exit_code"] == 1 and report["missing_ranks"] == []
+    shapes = {r["rank"]: [s["inputs"][0]["shape"] for e in r["eager"] for s in e["shapes"]] for r in report["ranks"]}
+    assert shapes == {0: [[1, 2]], 1: [[1, 3]]}

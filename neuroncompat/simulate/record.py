@@ -16,7 +16,8 @@ Two kinds of compilation happen on Neuron and both are recorded:
 Bounded: at most :data:`MAX_TENSORS` tensors per signature, :data:`MAX_SHAPES` signatures per call
 site and :data:`MAX_SITES` call sites; beyond that only counts grow. ``neuroncompat simulate`` turns
 this on with ``NEURONCOMPAT_SIMULATE_RECORD=<dir>``; each process writes ``rank<RANK>-<pid>.json``
-there at exit (also on an uncaught exception).
+there at exit (also on an uncaught exception, and on the SIGTERM with which torchrun stops the
+other ranks when one fails).
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import sys
 import threading
 import warnings
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, Callable
 
 import torch
 from torch._dynamo.eval_frame import OptimizedModule
@@ -102,7 +105,7 @@ class Recorder:
     """Records compiled graphs and eager forward shapes in this process (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # the SIGTERM writer may interrupt a holder on its own thread
         self._local = threading.local()
         self._graphs: list[tuple[CompiledGraph, str | None]] = []
         self._sites: dict[tuple[str, str | None, str | None], _Site] = {}
@@ -236,7 +239,22 @@ def start(directory: str | Path) -> Recorder:
             recorder.write(directory)
 
     atexit.register(write_at_exit)
+    _write_on_sigterm(write_at_exit)
     return recorder
+
+
+def _write_on_sigterm(write: Callable[[], None]) -> None:
+    """When one rank fails, torchrun stops the others with SIGTERM, which skips exit handlers:
+    write the record first, then die of the signal as before. Only where nobody handles SIGTERM."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        write()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, handler)
 
 
 def start_from_env() -> None:
