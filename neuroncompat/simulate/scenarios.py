@@ -15,9 +15,10 @@ Run one under the simulator and read the report::
     neuroncompat simulate -- python -m neuroncompat.simulate.scenarios sft --pad-to-multiple-of 128
     neuroncompat simulate -- python -m neuroncompat.simulate.scenarios grpo --cache dynamic
 
-Each scenario prints one JSON line with what it ran (``bench/bench_simulate_compiles.py`` and the
-tests read it next to the report). The model is ``neuroncompat.testing.build_causal_lm`` (tiny
-qwen3) unless ``--model`` names a local one.
+Each scenario prints one JSON line with what it ran (for SFT, the batch lengths trained on: what
+the graph count should match). ``tests/test_simulate_scenarios.py`` asserts the counts and
+``bench/bench_simulate_compiles.py`` reports them. The model is
+``neuroncompat.testing.build_causal_lm`` (tiny qwen3) unless ``--model`` names a local one.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def grpo(model: str | Path, output_dir: str | Path, cache: str, steps: int = GRP
     return {"scenario": "grpo", "cache": cache, "steps": steps, "max_completion_length": GRPO_COMPLETION_LENGTH, "pad_to_multiple_of": trainer.args.pad_to_multiple_of}
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m neuroncompat.simulate.scenarios", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="local causal LM directory (default: a tiny qwen3 built in a temporary directory)")
     scenarios = parser.add_subparsers(dest="scenario", required=True)
@@ -110,7 +111,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         else:
             result = grpo(model, Path(scratch) / "out", options.cache)
     print(json.dumps(result))
-    return result
 
 
 if __name__ == "__main__":
