@@ -202,7 +202,8 @@ def _skipped(stmt: cst.CSTNode) -> bool:
 
 def _prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.BaseStatement] | None:
     """`body` without its removable statements, or None when nothing goes."""
-    marks = [None if _skipped(stmt) else _removal(stmt, ctx) for stmt in body]
+    marks = [_removal(stmt, ctx) for stmt in body]
+    marks = [None if mark is not None and _skipped(stmt) else mark for stmt, mark in zip(body, marks)]
     if not any(marks):
         return None
     out: list[cst.BaseStatement] = []
