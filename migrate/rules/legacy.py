@@ -179,6 +179,15 @@ class _PruneState:
     emptied: dict[int, tuple[cst.SimpleStatementLine, str]] = field(default_factory=dict)
 
 
+def assignment(stmt: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None:
+    """`(name, value)` for a statement that is exactly `name = value`."""
+    if type(stmt) is cst.SimpleStatementLine and len(stmt.body) == 1 and type(stmt.body[0]) is cst.Assign:
+        assign = stmt.body[0]
+        if len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name:
+            return assign.targets[0].target.value, assign.value
+    return None
+
+
 def _removal(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
     for predicate in _REMOVABLE:
         found = predicate(stmt, ctx)

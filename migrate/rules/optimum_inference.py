@@ -19,7 +19,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule, register
 from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, last_name, method_of, on, remove_arg, string_value
-from migrate.rules.legacy import Removal, code, family_state, is_legacy, removable, resolve, swap, want_import, wrap_long
+from migrate.rules.legacy import Removal, assignment, code, family_state, is_legacy, removable, resolve, swap, want_import, wrap_long
 from migrate.rules.legacy_todos import flatten, todo
 
 register(Rule(
@@ -442,13 +442,12 @@ def old_export_values(node: cst.Subscript, ctx: FileContext) -> cst.BaseExpressi
 @removable
 def neuron_config_statement(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
     """`cfg = X.get_neuron_config(...)` goes once its values were copied where they are read."""
-    if type(stmt) is not cst.SimpleStatementLine or len(stmt.body) != 1 or type(stmt.body[0]) is not cst.Assign:
+    bound = assignment(stmt)
+    if bound is None:
         return None
-    assign = stmt.body[0]
-    target = assign.targets[0].target
-    value = assign.value
-    if type(target) is cst.Name and type(value) is cst.Call and method_of(value, "get_neuron_config"):
+    target, value = bound
+    if type(value) is cst.Call and method_of(value, "get_neuron_config"):
         assert type(value.func) is cst.Attribute
         if _model_class(value.func.value, ctx) is not None:
-            return Removal("NM513", binds=target.value)
+            return Removal("NM513", binds=target)
     return None

@@ -18,7 +18,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule, register
 from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, method_of, on, remove_arg, replace_arg, string_value
-from migrate.rules.legacy import Removal, call_statement, code, family_state, removable, resolve, swap, want_import, wrap_long
+from migrate.rules.legacy import Removal, assignment, call_statement, code, family_state, removable, resolve, swap, want_import, wrap_long
 from migrate.rules.legacy_todos import flatten, todo
 
 register(Rule(
@@ -430,13 +430,9 @@ def _cli_arguments(ctx: FileContext) -> bool:
 @removable
 def cli_trn_config(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
     """`trn_config = training_args.trn_config` goes once nothing reads `trn_config`."""
-    if type(stmt) is not cst.SimpleStatementLine or len(stmt.body) != 1 or type(stmt.body[0]) is not cst.Assign:
-        return None
-    assign = stmt.body[0]
-    target = assign.targets[0].target
-    value = assign.value
-    if len(assign.targets) == 1 and type(target) is cst.Name and type(value) is cst.Attribute and value.attr.value == "trn_config":
-        return Removal("NM505", binds=target.value)
+    bound = assignment(stmt)
+    if bound is not None and type(bound[1]) is cst.Attribute and bound[1].attr.value == "trn_config":
+        return Removal("NM505", binds=bound[0])
     return None
 
 
