@@ -71,14 +71,6 @@ def resolve(qualified: str | None) -> Swap | None:
     return best[1] if best else None
 
 
-def qualify_swap(node: cst.BaseExpression, ctx: FileContext, rule_ids: Sequence[str] = ()) -> Swap | None:
-    """The swap of the name `node` refers to, if it is one of `rule_ids` (any when empty) and enabled."""
-    found = resolve(ctx.qualify(node))
-    if found is None or (rule_ids and found.rule_id not in rule_ids) or not ctx.enabled(found.rule_id):
-        return None
-    return found
-
-
 def import_rule(module: str) -> str:
     """The rule that drops an unused import of a legacy module: NM601 for torch_xla, NM501 for Optimum."""
     return "NM601" if module.split(".")[0] == "torch_xla" else "NM501"
