@@ -23,8 +23,12 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
 
 
 def _results(stdout: str, tag: str = "RESULT") -> dict[int, dict]:
-    """The JSON line each rank printed, by rank."""
-    rows = [json.loads(line.split(" ", 1)[1]) for line in stdout.splitlines() if line.startswith(tag + " ")]
+    """The JSON object each rank printed after ``tag``, by rank.
+
+    Ranks share torchrun's stdout, so another rank's output can land on the same line.
+    """
+    decoder = json.JSONDecoder()
+    rows = [decoder.raw_decode(stdout, m.end())[0] for m in re.finditer(re.escape(tag) + " ", stdout)]
     return {row["rank"]: row for row in rows}
 
 

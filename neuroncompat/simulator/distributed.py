@@ -20,6 +20,7 @@ Example (each rank, under ``torchrun --nproc_per_node=2 -m neuroncompat train.py
 
 from __future__ import annotations
 
+import atexit
 from datetime import timedelta
 from typing import Any
 
@@ -167,7 +168,20 @@ def _create(store: Any, rank: int, size: int, timeout: timedelta) -> NeuronProce
     return NeuronProcessGroup(store, rank, size, timeout)
 
 
+def _destroy_at_exit() -> None:
+    """Tear the process groups down before the interpreter does.
+
+    Scripts often end without ``destroy_process_group()`` (the Trainer and TRL never call it).
+    Left to interpreter shutdown, the gloo threads behind this group can be torn down in an
+    order that aborts the process ("terminate called without an active exception") after the
+    script has finished, so torchrun reports a failed rank.
+    """
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def register() -> None:
     """Make ``backend="neuron"`` (and the default backend for neuron tensors) this group, once."""
     if BACKEND not in dist.Backend.backend_list:
         dist.Backend.register_backend(BACKEND, _create, devices=[BACKEND])
+        atexit.register(_destroy_at_exit)
