@@ -141,24 +141,3 @@ def test_trainer_compile_records_one_graph_per_padded_shape(
     else:
         assert len(shapes) > 1
     assert not any(g.rejected for g in graphs)
-
-
-def test_sft_padding_changes_the_number_of_graphs(neuron: object, tiny_qwen: Path, tmp_path: Path) -> None:
-    import torch._dynamo
-    from trl import SFTConfig, SFTTrainer
-
-    counts = {}
-    for pad in (None, 128):
-        torch._dynamo.reset()
-        neuron.reset_compiles()
-        args = SFTConfig(
-            output_dir=str(tmp_path / str(pad)), max_steps=5, per_device_train_batch_size=2, report_to=[],
-            save_strategy="no", torch_compile=True, pad_to_multiple_of=pad, dataloader_drop_last=True, seed=3,
-        )
-        trainer = SFTTrainer(model=str(tiny_qwen), args=args, train_dataset=Dataset.from_dict({"text": sentences(20)}))
-        trainer.train()
-        counts[pad] = (len({g.signature for g in neuron.compiles()}), len(_batch_shapes(trainer, 5)))
-    graphs_unpadded, shapes_unpadded = counts[None]
-    graphs_padded, shapes_padded = counts[128]
-    assert shapes_padded == 1 and shapes_unpadded > 1
-    assert graphs_unpadded > graphs_padded
