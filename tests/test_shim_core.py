@@ -167,6 +167,33 @@ def test_dynamic_shapes_off(neuron: object, monkeypatch: pytest.MonkeyPatch) -> 
     assert torch._dynamo.config.automatic_dynamic_shapes is True
 
 
+def _graphs_for_shapes(neuron: object, count: int) -> int:
+    """Compile one function on ``count`` distinct static shapes; how many graphs Neuron got."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    neuron.reset_compiles()
+    compiled = torch.compile(lambda x: x * 2, backend="neuron", dynamic=False)
+    for rows in range(1, count + 1):
+        compiled(torch.ones(rows, device="neuron"))
+    return len(neuron.compiles())
+
+
+def test_recompile_limit_raised_for_static_buckets(neuron: object, caplog: pytest.LogCaptureFixture) -> None:
+    import torch._dynamo.config
+
+    neuroncompat.revert()
+    assert _graphs_for_shapes(neuron, 12) == 8, "without the shim Dynamo stops compiling after 8 shapes, then runs eagerly"
+    try:
+        with caplog.at_level(logging.INFO, logger="neuroncompat"):
+            neuroncompat.apply()
+        assert _graphs_for_shapes(neuron, 12) == 12
+    finally:
+        neuroncompat.revert()
+    assert "[dynamic_shapes] torch._dynamo.config.recompile_limit 8 -> 64" in caplog.text
+    assert torch._dynamo.config.recompile_limit == 8
+
+
 def test_compile_config_dynamic_true_warns(shim: object, caplog: pytest.LogCaptureFixture) -> None:
     from transformers import CompileConfig
 

@@ -12,6 +12,12 @@ set in the environment is kept (with a warning if it enables dynamic shapes). ``
 gets a warning: Neuron will reject its graphs (``torch.compile(dynamic=True)`` itself is the
 ``compile`` patch's job).
 
+Static shapes mean one graph per (batch, length) bucket, and Dynamo recompiles a frame at most
+``recompile_limit`` times (8) before it silently runs that frame eagerly for good: prompt plus
+completion lengths padded to multiples of 128 can pass 8 buckets (research/neuron_gaps.md §3.4).
+The limit is raised to 64 (``NEURONCOMPAT_RECOMPILE_LIMIT`` sets another value); a script that
+sets ``torch._dynamo.config.recompile_limit`` itself does so after this and wins.
+
 Example::
 
     compiled = torch.compile(model, backend="neuron")
@@ -28,6 +34,8 @@ from typing import Any, Callable
 from neuroncompat.patch import Patch
 
 ENV = "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_SHAPES"
+LIMIT_ENV = "NEURONCOMPAT_RECOMPILE_LIMIT"
+DEFAULT_RECOMPILE_LIMIT = 64
 _FALSE = ("0", "false", "no", "off")
 
 
@@ -48,6 +56,12 @@ class DynamicShapes(Patch):
             if self._user_env is None and module.automatic_dynamic_shapes:
                 self.replace(module, "automatic_dynamic_shapes", False)
                 self.changed("torch._dynamo.config.automatic_dynamic_shapes = False (Neuron compiles static shapes only)")
+            limit = int(os.environ.get(LIMIT_ENV, DEFAULT_RECOMPILE_LIMIT))
+            if module.recompile_limit < limit:
+                self.changed(
+                    "torch._dynamo.config.recompile_limit %d -> %d (one graph per static shape bucket)", module.recompile_limit, limit
+                )
+                self.replace(module, "recompile_limit", limit)
             return True
         config_cls = module.CompileConfig
         self.replace(config_cls, "__init__", self._warn_dynamic_config(config_cls.__init__))
