@@ -3,14 +3,14 @@
 What a newcomer runs first (see the README): no Trainium, no hub access needed.
 1. builds a small local model (same code paths as a real one, seconds to train),
 2. shows the ``neuron-migrate`` diff of ``examples/finetune_cuda.py`` and applies it to a copy,
-3. runs the migrated script with the shim on the simulated ``neuron`` device, and
-4. reports the graphs Neuron would compile (about a minute each on hardware).
+3. dry-runs the migrated script with ``neuroncompat simulate``: the shim on the simulated
+   ``neuron`` device, then a report of the graphs Neuron would compile (about a minute each on
+   hardware) and where each new shape came from.
 """
 
 from __future__ import annotations
 
 import os
-import runpy
 import shutil
 import subprocess
 import sys
@@ -44,22 +44,12 @@ def main() -> None:
         subprocess.run([*migrate, str(script)], check=False)
         subprocess.run([*migrate, "--write", "--quiet", str(script)], check=True)
 
-        _banner("3. the migrated script on the simulated Neuron device")
-        from neuroncompat import simulator
-
-        simulator.enable(cores=2)
-        import neuroncompat
-
-        neuroncompat.apply()
-        sys.argv = [str(script), "--model_name_or_path", str(model_dir), "--output_dir", str(workdir / "out")]
-        runpy.run_path(str(script), run_name="__main__")
-
-        _banner("4. graphs Neuron would compile")
-        graphs = simulator.compiles()
-        for graph in graphs:
-            tokens = [spec.shape for spec in graph.inputs if spec.dtype == "int64" and spec.shape]
-            print(f"  {graph.signature}  token inputs {tokens}  called from {graph.trigger}")
-        print(f"{len(graphs)} graph(s) from torch.compile (the static-cache decode step), about {len(graphs)} minute(s) of compilation on a trn2")
+        _banner("3. neuroncompat simulate: the migrated script on the simulated Neuron device")
+        subprocess.run(
+            [sys.executable, "-m", "neuroncompat.cli", "simulate", "--",
+             "python", str(script), "--model_name_or_path", str(model_dir), "--output_dir", str(workdir / "out")],
+            check=True,
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -59,3 +59,7 @@ def simulate(cores: int | None, fmt: str, graph_cost: float, max_shapes: int, ou
     else:
         Path(output).write_text(text + "\n")
     raise SystemExit(exit_code)
+
+
+if __name__ == "__main__":
+    main()
