@@ -22,7 +22,7 @@ _TOKENS = (
     rb"(?<!super\(\))(?<!self)\.generate\(|\bpipeline\(|DataLoader\(|DataCollator\w*\(|torch\.compile\(|tf32|"
     rb"use_vllm|(?:from|import)\s+(?:vllm|deepspeed|triton|apex|unsloth|liger_kernel)\b|"
     rb"evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|"
-    rb"max_prompt_length|group_by_length|use_mps_device|Trainer\(|"
+    rb"max_prompt_length|group_by_length|use_mps_device|\bno_cuda\b|Trainer\(|"
     rb"prepare_model_for_kbit_training|DistributedDataParallel|\bDDP\(|quantization_config|max_memory\s*=|"
     rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE"
 )

@@ -5,15 +5,23 @@ Catalogue 3.12. Each was checked against the installed transformers 5.23.0 / trl
 TypeError there, so an old script fails before any Neuron issue. Only calls of
 `*TrainingArguments`, `*Config` (TRL configs) and `*Trainer` are touched; diffusers'
 `ProjectConfiguration(logging_dir=...)` and argparse options keep their names.
+
+A script that reads such a field (`if not training_args.overwrite_output_dir:`) fails with
+AttributeError instead; NM709/NM921 handle the reads on names known to hold training arguments.
+`FIELDS` is the one table of these fields: the launch-line rule NM817 reads it too.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule, register
 from migrate.rules.base import callee_name, kwarg, on, remove_arg, rename_kwarg, replace_arg
+from migrate.rules.legacy import family_state
 
 _RULES = [
     ("NM701", "eval-strategy", "`evaluation_strategy=` -> `eval_strategy=`.",
@@ -56,8 +64,91 @@ _RULES = [
 ]
 for rule_id, name, summary, rationale, before, after in _RULES:
     register(Rule(id=rule_id, name=name, summary=summary, rationale=rationale, before=before, after=after))
+register(Rule(
+    id="NM709",
+    name="removed-field-reads",
+    summary="Reads of removed fields on a known training-arguments object: renamed fields read the new one, "
+    "`overwrite_output_dir` reads `True`.",
+    rationale="A script that parses `TrainingArguments` and then reads `training_args.overwrite_output_dir` "
+    "(run_clm-style checkpoint detection) or `.evaluation_strategy` fails with AttributeError once the "
+    "field is gone. Renamed fields with the same meaning read their new name; `group_by_length` becomes "
+    "a test of `train_sampling_strategy`. `overwrite_output_dir` was only ever read by such scripts "
+    "(transformers PR #41323): transformers 5 always behaves as if it were set (the Trainer never "
+    "refuses a non-empty `output_dir` and resumes only from `resume_from_checkpoint`), which is also "
+    "what Optimum launch lines asked for (`--overwrite_output_dir`, removed there by NM817), so it "
+    "reads `True`; the report says so. Only names bound to a `TrainingArguments`/TRL config call or "
+    "unpacked from `HfArgumentParser(...).parse_*()`/`TrlParser` are touched, and not when the "
+    "script assigns the field itself.",
+    before='from transformers import HfArgumentParser, TrainingArguments\n'
+    'parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n'
+    'resume = not training_args.overwrite_output_dir\n',
+    after='from transformers import HfArgumentParser, TrainingArguments\n'
+    'parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n'
+    'resume = not True\n',
+))
+register(Rule(
+    id="NM921",
+    name="removed-field-read",
+    summary="TODO: a read of a removed training-arguments field with no same-valued replacement.",
+    rationale="`logging_dir`, `warmup_ratio`, `use_mps_device` (transformers 5) and `max_prompt_length` "
+    "(TRL 1.x) have no field holding the same value, so the read raises AttributeError and needs a "
+    "person; the TODO says what replaced the setting. Emitted by the drift family (NM709's resolution "
+    "of the receiver).",
+    before='from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="out")\n'
+    'writer = SummaryWriter(args.logging_dir)\n',
+    after='from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="out")\n'
+    '# TODO(neuron-migrate NM921): args.logging_dir raises AttributeError: transformers 5 removed logging_dir; '
+    'TensorBoard logs go to $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>\n'
+    'writer = SummaryWriter(args.logging_dir)\n',
+    todo=True,
+))
 
-_DROP = {"overwrite_output_dir": "NM702", "logging_dir": "NM703", "use_mps_device": "NM707"}
+
+@dataclass(frozen=True)
+class Removed:
+    """A training-arguments field that transformers 5 / TRL 1.x no longer has, and what replaces it.
+
+    One table for every place the field shows up: constructor keywords and reads (this module)
+    and launch-line flags (`migrate.configs.shell_rules`, NM817).
+    """
+
+    rule: str
+    why: str = ""  # what became of it, where a note or TODO has to say so (the field is gone or undecidable)
+    new: str | None = None  # the field that replaces it; None when it is gone
+    on_value: str | None = None  # a bool replaced by a valued field: the new field's value for True
+    read: str | None = None  # what `<args>.<field>` becomes ("{}" is the receiver); None: TODO NM921
+    bool_field: bool = False  # a bool: HfArgumentParser let `--field` stand alone or take true/false
+    owners: str = "any"  # "any" training arguments; "sft": SFTConfig; "trl": TRL configs but SFTConfig
+
+    def owned_by(self, cls: str) -> bool:
+        """Whether instances of the training-arguments class `cls` had this field."""
+        if self.owners == "sft":
+            return cls.endswith("SFTConfig")
+        if self.owners == "trl":
+            return cls.endswith("Config") and not cls.endswith("SFTConfig")
+        return True
+
+
+FIELDS: dict[str, Removed] = {
+    "evaluation_strategy": Removed("NM701", new="eval_strategy", read="{}.eval_strategy"),
+    "overwrite_output_dir": Removed(
+        "NM702", "transformers 5 removed overwrite_output_dir and behaves as if it were set: the Trainer never "
+        "refuses a non-empty output_dir and resumes only from resume_from_checkpoint",
+        read="True", bool_field=True),
+    "logging_dir": Removed("NM703", "transformers 5 removed logging_dir; TensorBoard logs go to "
+                           "$TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>"),
+    "warmup_ratio": Removed("NM704", "transformers 5 removed warmup_ratio; warmup_steps holds a ratio when it "
+                            "is below 1", new="warmup_steps"),
+    "max_seq_length": Removed("NM705", new="max_length", read="{}.max_length", owners="sft"),
+    "group_by_length": Removed("NM707", "replaced by train_sampling_strategy=\"group_by_length\" in transformers 5",
+                               new="train_sampling_strategy", on_value="group_by_length",
+                               read='({}.train_sampling_strategy == "group_by_length")', bool_field=True),
+    "no_cuda": Removed("NM707", new="use_cpu", read="{}.use_cpu", bool_field=True),
+    "use_mps_device": Removed("NM707", "transformers 5 removed use_mps_device; MPS is picked automatically "
+                              "(never on Neuron)", bool_field=True),
+    "max_prompt_length": Removed("NM708", "TRL 1.x removed max_prompt_length; prompts are no longer truncated "
+                                 "separately, max_length bounds the whole sequence", owners="trl"),
+}
 
 
 def _is_args(name: str) -> bool:
@@ -77,31 +168,181 @@ def drift_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         return node
     for arg in list(node.args):
         keyword = arg.keyword.value if arg.keyword is not None else None
-        if keyword is None:
+        removed = FIELDS.get(keyword or "")
+        # NM708 is about DPO/GRPO/... configs; an SFTConfig call never took `max_prompt_length`.
+        if removed is None or not ctx.enabled(removed.rule) or (removed.owners == "trl" and name.endswith("SFTConfig")):
             continue
-        arg = kwarg(node, keyword) or arg
-        if keyword == "evaluation_strategy" and ctx.enabled("NM701") and kwarg(node, "eval_strategy") is None:
-            ctx.hit("NM701")
-            node = rename_kwarg(node, arg, "eval_strategy")
-        elif keyword in _DROP and ctx.enabled(_DROP[keyword]):
-            ctx.hit(_DROP[keyword])
+        arg = kwarg(node, keyword or "") or arg
+        if removed.new is None or (removed.on_value is not None and _is_false(arg.value)):
             node = remove_arg(node, arg)
-        elif keyword == "warmup_ratio" and ctx.enabled("NM704") and kwarg(node, "warmup_steps") is None:
-            ctx.hit("NM704")
-            node = rename_kwarg(node, arg, "warmup_steps")
-        elif keyword == "max_seq_length" and ctx.enabled("NM705") and kwarg(node, "max_length") is None:
-            ctx.hit("NM705")
-            node = rename_kwarg(node, arg, "max_length")
-        elif keyword == "group_by_length" and ctx.enabled("NM707"):
-            ctx.hit("NM707")
-            if type(arg.value) is cst.Name and arg.value.value == "False":
-                node = remove_arg(node, arg)
-            else:
-                node = replace_arg(node, arg, arg.with_changes(keyword=cst.Name("train_sampling_strategy"), value=cst.SimpleString('"group_by_length"')))
-        elif keyword == "no_cuda" and ctx.enabled("NM707"):
-            ctx.hit("NM707")
-            node = rename_kwarg(node, arg, "use_cpu")
-        elif keyword == "max_prompt_length" and ctx.enabled("NM708") and name != "SFTConfig":
-            ctx.hit("NM708")
-            node = remove_arg(node, arg)
+        elif kwarg(node, removed.new) is not None:
+            continue
+        elif removed.on_value is None:
+            node = rename_kwarg(node, arg, removed.new)
+        else:
+            node = replace_arg(node, arg, arg.with_changes(keyword=cst.Name(removed.new),
+                                                           value=cst.SimpleString(f'"{removed.on_value}"')))
+        ctx.hit(removed.rule)
     return node
+
+
+def _is_false(node: cst.BaseExpression) -> bool:
+    return type(node) is cst.Name and node.value == "False"
+
+
+# ---- reads of removed fields (NM709, NM921) ------------------------------------------------
+
+_PARSE_METHODS = frozenset({"parse_args_into_dataclasses", "parse_json_file", "parse_yaml_file", "parse_dict",
+                            "parse_args_and_config"})
+
+
+@dataclass
+class _Bindings:
+    """Names known to hold training arguments, in source order; any other rebinding forgets a name."""
+
+    parsers: dict[str, list[str | None]] = field(default_factory=dict)  # parser -> its dataclasses' classes
+    arguments: dict[str, str] = field(default_factory=dict)  # name -> its training-arguments class
+
+
+def _bindings(ctx: FileContext) -> _Bindings:
+    return family_state(ctx, "drift", _Bindings)
+
+
+def _arguments_class(node: cst.BaseExpression, ctx: FileContext) -> str | None:
+    """The class name when `node` names transformers' TrainingArguments, a TRL config or Optimum's copies."""
+    qualified = ctx.qualify(node) or ""
+    root, name = qualified.split(".")[0], qualified.rpartition(".")[2]
+    if root == "transformers" and name.endswith("TrainingArguments"):
+        return name
+    if root == "trl" and name.endswith("Config") and name not in ("ModelConfig", "DatasetMixtureConfig"):
+        return name
+    if root == "optimum" and name.endswith(("TrainingArguments", "SFTConfig", "ORPOConfig")):
+        return name
+    return None
+
+
+def _parser_classes(call: cst.Call, ctx: FileContext) -> list[str | None] | None:
+    """For `HfArgumentParser((A, B, TrainingArguments))` (or TrlParser, Optimum's): each dataclass's class."""
+    qualified = ctx.qualify(call.func) or ""
+    if qualified.split(".")[0] not in ("transformers", "trl", "optimum") or not qualified.endswith(
+            ("HfArgumentParser", "TrlParser")):
+        return None
+    first = call.args[0].value if call.args and call.args[0].keyword is None and not call.args[0].star else None
+    if type(first) in (cst.Tuple, cst.List):
+        return [None if type(e) is cst.StarredElement else _arguments_class(e.value, ctx) for e in first.elements]  # type: ignore[union-attr]
+    return [_arguments_class(first, ctx)] if first is not None else None
+
+
+def _parsed_classes(value: cst.BaseExpression, ctx: FileContext) -> list[str | None] | None:
+    """The dataclasses, in order, that `<parser>.parse_*(...)` returns."""
+    if type(value) is not cst.Call or type(value.func) is not cst.Attribute or value.func.attr.value not in _PARSE_METHODS:
+        return None
+    parser = value.func.value
+    if type(parser) is cst.Name:
+        return _bindings(ctx).parsers.get(parser.value)
+    return _parser_classes(parser, ctx) if type(parser) is cst.Call else None
+
+
+def _bound_names(target: cst.BaseExpression) -> list[str]:
+    """The plain names an assignment target (`a`, `a, (b, *c)`) binds; attributes and subscripts bind none."""
+    if type(target) is cst.Name:
+        return [target.value]
+    if type(target) in (cst.Tuple, cst.List):
+        return [name for e in target.elements for name in _bound_names(e.value)]  # type: ignore[attr-defined]
+    if type(target) is cst.StarredElement:
+        return _bound_names(target.value)
+    return []
+
+
+@on("Assign")
+def arguments_binding(node: cst.Assign, ctx: FileContext) -> cst.Assign:
+    """Track `args = TrainingArguments(...)`, `parser = HfArgumentParser(...)` and the unpacking of its parse."""
+    for target in node.targets:
+        _forget(ctx, target.target)
+    if len(node.targets) == 1:
+        _bind(ctx, node.targets[0].target, node.value)
+    return node
+
+
+@on("AnnAssign")
+def annotated_binding(node: cst.AnnAssign, ctx: FileContext) -> cst.AnnAssign:
+    """`args: TrainingArguments = TrainingArguments(...)`, and any other annotated rebinding."""
+    _forget(ctx, node.target)
+    if node.value is not None:
+        _bind(ctx, node.target, node.value)
+    return node
+
+
+@on("Param")
+def arguments_shadowed(node: cst.Param, ctx: FileContext) -> cst.Param:
+    """A parameter of the same name shadows a tracked binding: forget it rather than guess."""
+    _forget(ctx, node.name)
+    return node
+
+
+def _forget(ctx: FileContext, target: cst.BaseExpression) -> None:
+    state = _bindings(ctx)
+    for name in _bound_names(target):
+        state.arguments.pop(name, None)
+        state.parsers.pop(name, None)
+
+
+def _bind(ctx: FileContext, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+    state = _bindings(ctx)
+    if type(target) is cst.Name and type(value) is cst.Call:
+        parser = _parser_classes(value, ctx)
+        cls = _arguments_class(value.func, ctx)
+        if parser is not None:
+            state.parsers[target.value] = parser
+        elif cls is not None:
+            state.arguments[target.value] = cls
+    index = _index(value)
+    classes = _parsed_classes(value.value if index is not None else value, ctx)  # type: ignore[attr-defined]
+    if classes is None:
+        return
+    if index is not None and type(target) is cst.Name and index < len(classes) and classes[index]:
+        state.arguments[target.value] = classes[index]  # type: ignore[assignment]
+    elif index is None and type(target) in (cst.Tuple, cst.List):
+        for element, cls in zip(target.elements, classes):  # type: ignore[attr-defined]
+            if type(element.value) is not cst.Name:
+                break  # a starred target: the positions after it are unknown
+            if cls is not None:
+                state.arguments[element.value.value] = cls
+
+
+def _index(value: cst.BaseExpression) -> int | None:
+    """`i` for `<expr>[i]` with a literal non-negative integer index."""
+    if type(value) is cst.Subscript and len(value.slice) == 1:
+        element = value.slice[0].slice
+        if type(element) is cst.Index and type(element.value) is cst.Integer:
+            return int(element.value.value)
+    return None
+
+
+@on("Attribute")
+def removed_field_read(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
+    """`training_args.overwrite_output_dir` -> `True`; `.evaluation_strategy` -> `.eval_strategy`; else TODO."""
+    removed = FIELDS.get(node.attr.value)
+    if removed is None or type(node.value) is not cst.Name:
+        return node
+    receiver, name = node.value.value, node.attr.value
+    cls = _bindings(ctx).arguments.get(receiver)
+    if cls is None or not removed.owned_by(cls) or _assigned(ctx.text, receiver, name):
+        return node
+    if removed.read is None:
+        if ctx.enabled("NM921"):
+            ctx.todo("NM921", f"{receiver}.{name} raises AttributeError: {removed.why}")
+        return node
+    if not ctx.enabled("NM709"):
+        return node
+    ctx.hit("NM709")
+    if removed.new is None:
+        ctx.warn("NM709", f"{receiver}.{name} now reads {removed.read}: {removed.why}")
+    return cst.parse_expression(removed.read.format(receiver))
+
+
+def _assigned(text: str, receiver: str, name: str) -> bool:
+    """Whether the script sets `receiver.name` itself (a plain attribute then, readable as before)."""
+    target = rf"\b{receiver}\s*\.\s*{name}\b"  # both are identifiers: nothing to escape
+    return bool(re.search(rf"{target}\s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|\bdel\s+{target}|"
+                          rf"setattr\(\s*{receiver}\s*,\s*['\"]{name}['\"]", text))

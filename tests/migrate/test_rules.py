@@ -116,3 +116,73 @@ def test_select_and_ignore_prefixes():
     assert "torch.cuda.empty_cache()" in out and '.to("neuron")' in out
     out = run(src, selection=Selection(select=("NM1",), ignore=("NM101",)))
     assert ".cuda()" in out and "torch.neuron.empty_cache()" in out
+
+
+def test_removed_field_reads_follow_the_training_arguments_binding():
+    src = (
+        "import os\n"
+        "from transformers import HfArgumentParser, TrainingArguments\n"
+        "parser = HfArgumentParser((ModelArguments, TrainingArguments))\n"
+        "if len(sys.argv) == 2:\n"
+        "    model_args, training_args = parser.parse_json_file(json_file=sys.argv[1])\n"
+        "else:\n"
+        "    model_args, training_args = parser.parse_args_into_dataclasses()\n"
+        "if os.path.isdir(training_args.output_dir) and not training_args.overwrite_output_dir:\n"
+        "    pass\n"
+        "print(training_args.evaluation_strategy, training_args.no_cuda, model_args.overwrite_output_dir)\n"
+        "tb = training_args.logging_dir\n"
+    )
+    result = migrate_source(src.encode(), "t.py", Options(shim=False))
+    assert result.new.decode() == src.replace("not training_args.overwrite_output_dir", "not True").replace(
+        "training_args.evaluation_strategy, training_args.no_cuda", "training_args.eval_strategy, training_args.use_cpu"
+    ).replace("tb = ", "# TODO(neuron-migrate NM921): training_args.logging_dir raises AttributeError: transformers 5 "
+              "removed logging_dir; TensorBoard logs go to $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>\ntb = ")
+    assert [w.message for w in result.warnings] == [
+        "training_args.overwrite_output_dir now reads True: transformers 5 removed overwrite_output_dir and behaves "
+        "as if it were set: the Trainer never refuses a non-empty output_dir and resumes only from resume_from_checkpoint"
+    ]
+
+
+def test_removed_field_reads_are_left_alone_on_other_objects():
+    argparse_script = (
+        "import argparse\nparser = argparse.ArgumentParser()\nargs = parser.parse_args()\n"
+        "if not args.overwrite_output_dir:\n    print(args.logging_dir)\n"
+    )
+    rebound = (
+        "from transformers import TrainingArguments\nargs = TrainingArguments(output_dir='o')\n"
+        "args = load_namespace()\nprint(args.logging_dir)\n"
+    )
+    annotated = (
+        "from transformers import TrainingArguments\nargs = TrainingArguments(output_dir='o')\n"
+        "args: Namespace = other_parser.parse_args()\nprint(args.logging_dir)\n"
+    )
+    shadowed = (
+        "from transformers import TrainingArguments\nargs = TrainingArguments(output_dir='o')\n"
+        "def report(args):\n    return args.overwrite_output_dir\n"
+    )
+    assigned = (
+        "from transformers import TrainingArguments\nargs = TrainingArguments(output_dir='o')\n"
+        "args.logging_dir = 'logs'\nprint(args.logging_dir)\n"
+    )
+    trl_model_config = (
+        "from trl import ModelConfig, SFTConfig, TrlParser\n"
+        "script_args, training_args, model_args = TrlParser((ScriptArguments, SFTConfig, ModelConfig)).parse_args_and_config()\n"
+        "print(script_args.max_seq_length, model_args.logging_dir, training_args.max_prompt_length)\n"
+    )
+    for src in (argparse_script, rebound, annotated, shadowed, assigned, trl_model_config):
+        assert run(src) == src, src
+
+
+def test_sft_and_grouping_reads():
+    src = (
+        "from trl import SFTConfig, TrlParser\n"
+        "training_args = TrlParser((ScriptArguments, SFTConfig)).parse_args_and_config()[1]\n"
+        "if training_args.group_by_length == True:\n    n = training_args.max_seq_length\n"
+    )
+    assert run(src) == src.replace("training_args.group_by_length", '(training_args.train_sampling_strategy == "group_by_length")').replace(
+        "training_args.max_seq_length", "training_args.max_length")
+
+
+def test_a_script_whose_only_drift_is_no_cuda_is_not_skipped_by_the_prefilter():
+    src = 'from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="o", no_cuda=True)\n'
+    assert run(src) == src.replace("no_cuda", "use_cpu")
