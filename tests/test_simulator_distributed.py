@@ -20,6 +20,7 @@ from neuroncompat.testing import build_causal_lm, fit_causal_lm, sentences
 
 SCRIPTS = Path(__file__).resolve().parent / "distributed"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
+OPTIMUM_FIXTURES = FIXTURES.parent / "optimum"
 
 
 def _results(stdout: str, tag: str = "RESULT") -> dict[int, dict]:
@@ -85,6 +86,22 @@ def test_migrated_ddp_fixture_under_torchrun(workdir: Path) -> None:
 def test_migrated_ddp_fixture_under_accelerate_launch(workdir: Path) -> None:
     out = workdir / "ddp-accelerate"
     _check_ddp_run(accelerate_launch("probe.py", _ddp_fixture_args(out), workdir).stdout, out)
+
+
+def test_migrated_torch_xla_ddp_fixture_under_torchrun(workdir: Path) -> None:
+    """The raw torch_xla DDP loop (``xm.optimizer_step``, ``MpDeviceLoader``, ``xmp.spawn``) ported."""
+    out = workdir / "xla-ddp"
+    out.mkdir()
+    args = [str(OPTIMUM_FIXTURES / "xla_ddp_mnist.expected.py"), "--samples", "256", "--batch_size", "32", "--log_steps", "1",
+            "--output_dir", str(out)]
+    stdout = torchrun("probe.py", args, workdir).stdout
+    ranks = _results(stdout, "RANK_WEIGHTS")
+    assert {r: row["device"] for r, row in ranks.items()} == {0: "neuron:0", 1: "neuron:1"}
+    assert ranks[0]["digest"] == ranks[1]["digest"], "ranks diverged: gradients were not all-reduced"
+    losses = [float(x) for x in re.findall(r"step \d+ loss (\S+)", stdout)]
+    assert len(losses) == 4 and all(math.isfinite(x) for x in losses)
+    state = torch.load(out / "mlp.pt", map_location="cpu")
+    assert all(t.device.type == "cpu" and torch.isfinite(t).all() for t in state.values())
 
 
 def test_accelerate_multi_neuron_loop(workdir: Path) -> None:
