@@ -8,6 +8,7 @@ each through `migrate.dispatch` to check that it yields its `after`.
 from __future__ import annotations
 
 from migrate.registry import Rule, register
+from migrate.rules.legacy_todos import TP_ADVICE
 
 TODO_TEXT = {
     "NM804": "NEURON_RT_VISIBLE_CORES={value} is set at run time: it names NeuronCores, not GPUs (under "
@@ -23,6 +24,8 @@ TODO_TEXT = {
              "and model.generate take their place",
     "NM815": "nvidia-smi has no Neuron equivalent for these options: list devices with neuron-ls, watch "
              "utilisation with neuron-top",
+    "NM816": "tensor parallelism came from --tensor_parallel_size, which TrainingArguments rejects (removed "
+             "here): " + TP_ADVICE,
 }
 
 
@@ -172,4 +175,34 @@ _rule(
     "one-to-one equivalent (neuron-top shows utilisation).",
     "nvidia-smi\n",
     "neuron-ls\n",
+)
+_rule(
+    "NM816", "optimum-launch-flags", "shell",
+    "Launch lines: Optimum's Neuron-only training flags (`--tensor_parallel_size`, `--zero_1`, `--async_save`, "
+    "...) are removed, each noted.",
+    "Once the script's `NeuronTrainingArguments` is `TrainingArguments` (NM501), `HfArgumentParser` rejects "
+    "these flags before training starts. The fields are NM503's; each flag goes with its value (`--zero_1`, "
+    "`--zero_1 true`, `--async_save=false`: a bool field takes a value only when one follows it) and the "
+    "report says what replaced it. `--tensor_parallel_size N` (N > 1, or set at run time) gets a TODO: the "
+    "degree now lives in the script's `from_pretrained(distributed_config=DistributedConfig(tp_size=N, "
+    "...))` (NM505, NM914). Pipeline parallelism, sequence parallelism and ZeRO-1 that were on get the "
+    "NM910-NM912 texts. Only python, torchrun, accelerate launch and trl lines of a script that parses "
+    "training arguments are touched: a `neuron_parallel_compile` run, or one passing a flag only "
+    "TrainingArguments takes (`--do_train`, `--per_device_train_batch_size`, ...), so a vLLM script's own "
+    "`--tensor_parallel_size` stays.",
+    "torchrun --nproc_per_node 32 train.py --do_train --tensor_parallel_size 8 --async_save --output_dir out\n",
+    _todo("NM816", TODO_TEXT["NM816"].format(n="8")) + "torchrun --nproc_per_node 32 train.py --do_train --output_dir out\n",
+)
+_rule(
+    "NM817", "drift-launch-flags", "shell",
+    "Launch lines: training flags transformers 5 / TRL 1.x renamed or removed (`--evaluation_strategy` -> "
+    "`--eval_strategy`, `--overwrite_output_dir` and `--logging_dir` removed, ...).",
+    "The NM7xx table on the command line, where `HfArgumentParser` and `TrlParser` reject the old names. "
+    "Renamed flags keep their value (`--warmup_ratio r` -> `--warmup_steps r`, `--no_cuda` -> `--use_cpu`, "
+    "`--group_by_length` -> `--train_sampling_strategy group_by_length`); removed ones go with their value, "
+    "noted with what replaced them. `--max_seq_length` -> `--max_length` and `--max_prompt_length` apply to "
+    "TRL's training commands only (`trl sft`, `trl/scripts/dpo.py`): other scripts often define a "
+    "`max_seq_length` of their own. The same launch lines as NM816.",
+    "torchrun train.py --do_train --evaluation_strategy steps --overwrite_output_dir --output_dir out\n",
+    "torchrun train.py --do_train --eval_strategy steps --output_dir out\n",
 )

@@ -40,7 +40,7 @@ class Changes:
     selection: Selection
     edits: list[_Edit] = field(default_factory=list)
     todos: list[tuple[int, str, str]] = field(default_factory=list)  # (offset, rule, message)
-    notes: list[Finding] = field(default_factory=list)
+    remarks: list[tuple[int, Finding]] = field(default_factory=list)  # (anchor, note)
     hits: Counter[str] = field(default_factory=Counter)
 
     def enabled(self, rule: str) -> bool:
@@ -56,9 +56,19 @@ class Changes:
         if self.enabled(rule) and (offset, rule, message) not in self.todos:
             self.todos.append((offset, rule, message))
 
-    def note(self, rule: str, offset: int, message: str) -> None:
-        """A report-only remark about the line holding `offset`."""
-        self.notes.append(Finding(rule, message, self.line_of(offset)))
+    def note(self, rule: str, offset: int, message: str, anchor: int | None = None) -> None:
+        """A report-only remark about the line holding `offset`, dropped with the edits of its `anchor`'s line."""
+        self.remarks.append((offset if anchor is None else anchor, Finding(rule, message, self.line_of(offset))))
+
+    @property
+    def notes(self) -> list[Finding]:
+        """The remarks whose site no skip marker covers."""
+        skipped = self._skipped_lines()
+        return [note for anchor, note in self.remarks if self.line_of(anchor) not in skipped]
+
+    def untouched(self, start: int, end: int) -> bool:
+        """Whether no edit so far changes `text[start:end]`, so a rule may rewrite that span whole."""
+        return all(edit.end <= start or edit.start >= end for edit in self.edits)
 
     def line_of(self, offset: int) -> int:
         return self.text.count("\n", 0, offset) + 1

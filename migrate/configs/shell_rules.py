@@ -4,6 +4,10 @@ Each rule reads the simple commands of the script (`shell_syntax.commands`) and 
 edit into the original text. What a script computes at run time (a `$GPUS` value, a command
 substitution) is never guessed at: it gets a TODO instead. The output is checked with
 `bash -n` when bash is installed.
+
+The training flags a migrated script no longer accepts (NM816 Optimum's, NM817 transformers 5 /
+TRL 1.x drift) come from the tables the Python rules use (`optimum_training`, `drift`), so a
+field dropped from `NeuronTrainingArguments(...)` and its `--flag` on the launch line go together.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 
 from migrate.configs import cores
 from migrate.configs.catalog import TODO_TEXT
@@ -18,6 +23,9 @@ from migrate.configs.edits import Changes
 from migrate.configs.shell_syntax import Command, Word, commands, is_assignment
 from migrate.configs.textfile import migrate_text
 from migrate.engine import FileResult, Options
+from migrate.rules.drift import FIELDS as DRIFT
+from migrate.rules.legacy_todos import MESSAGES as LEGACY_TODOS
+from migrate.rules.optimum_training import ARGUMENT_FIELDS, DROPPED, lost_capability
 
 CUDA_ENV, CORES_ENV = "CUDA_VISIBLE_DEVICES", "NEURON_RT_VISIBLE_CORES"
 _EXPANSION = re.compile(r"\$\{?CUDA_VISIBLE_DEVICES\b")
@@ -36,6 +44,23 @@ _PIP_VALUE_OPTIONS = frozenset({
     "--python-version", "--implementation", "--abi", "--upgrade-strategy", "--cache-dir", "--src",
 })
 _PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# Launchers whose script arguments NM816/NM817 clean, and TRL's training commands (`trl sft ...`,
+# or its scripts run directly) with the config class their TrlParser fills.
+_TRAINING_LAUNCHERS = frozenset({"python", "python3", "torchrun", "accelerate", "trl"})
+_TRL_CONFIGS = {"sft": "SFTConfig", "dpo": "DPOConfig", "grpo": "GRPOConfig", "kto": "KTOConfig",
+                "reward": "RewardConfig", "rloo": "RLOOConfig", "distillation": "DistillationConfig"}
+_TRL_SCRIPT = re.compile(r"(?:^|/)trl/scripts/(\w+)\.py$")
+# Flags only a script that parses TrainingArguments (or Optimum's copy) takes. A launch line
+# with none of them runs some other CLI, whose own `--logging_dir` (diffusers) or
+# `--tensor_parallel_size` (a vLLM script) must stay.
+_TRAINING_MARKERS = frozenset({
+    "per_device_train_batch_size", "per_device_eval_batch_size", "do_train", "do_eval", "do_predict",
+    "overwrite_output_dir", "evaluation_strategy", "eval_strategy", "save_strategy", "logging_strategy",
+    "zero_1", "skip_cache_push",
+})
+_REDIRECTION = re.compile(r"\d*(?:[<>]|&>)")
+_NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?")
+_TRUE, _FALSE = frozenset({"yes", "true", "t", "y", "1"}), frozenset({"no", "false", "f", "n", "0"})
 
 
 def migrate_shell(data: bytes, path: str, options: Options) -> FileResult:
@@ -68,7 +93,8 @@ def shell_rules(changes: Changes, view: str | None = None) -> None:
         if program is None:
             continue
         name = command.words[program].literal
-        if name == "neuron_parallel_compile" and changes.enabled("NM812"):
+        compiled = name == "neuron_parallel_compile"
+        if compiled and changes.enabled("NM812"):
             _drop_prefix(changes, command, program)
             program += 1
             if program == len(command.words):
@@ -90,6 +116,8 @@ def shell_rules(changes: Changes, view: str | None = None) -> None:
                 changes.replace("NM815", word.start, word.end, "neuron-ls")
         if name in _LAUNCHERS or (name or "").endswith((".py", ".sh")):
             _bf16(changes, args, literals)
+        if name in _TRAINING_LAUNCHERS:
+            _training_flags(changes, command, name, program, compiled)
         _pip(changes, command, program, found)
 
 
@@ -186,6 +214,167 @@ def _bf16(changes: Changes, args: tuple[Word, ...], literals: list[str | None]) 
         if value == "fp16":
             at = word.start + word.raw.rfind("fp16")
             changes.replace("NM810", at, at + len("fp16"), "bf16")
+
+
+@dataclass(frozen=True)
+class _Flag:
+    """One `--name[=value]` / `--name value` / bool `--name` of a launch line, over `words[first:last + 1]`."""
+
+    name: str  # the field: dashes read as underscores, a `--no_` prefix of a bool taken off
+    first: int
+    last: int
+    value: str | None  # the literal value: "" for a bool standing alone; None when it expands at run time
+    raw: str  # the value as written
+    negated: bool  # `--no_<bool>`
+
+    def setting(self, is_bool: bool) -> str | None:
+        """The value as Python source (`True`, `8`), None when unknown until run time."""
+        if not is_bool:
+            return self.value
+        if self.negated:
+            return "False"
+        if self.value is None:
+            return None
+        value = self.value.lower()
+        if not value or value in _TRUE:
+            return "True"
+        return "False" if value in _FALSE else None
+
+
+def _training_flags(changes: Changes, command: Command, launcher: str, program: int, compiled: bool) -> None:
+    """NM816/NM817: flags the training script's `TrainingArguments` now rejects leave its launch line.
+
+    Only lines whose script parses TrainingArguments, as far as the line shows: TRL's training
+    commands, a `neuron_parallel_compile` run, or a flag only TrainingArguments has.
+    """
+    script = _script(launcher, command.words[program + 1:])
+    if script is None or not (changes.enabled("NM816") or changes.enabled("NM817")):
+        return
+    trl, offset = script
+    words, first = command.words, program + 1 + offset
+    flags = _flags(words, first)
+    given = {_option(word) for word in words[first:]}
+    if not (trl or compiled or given & _TRAINING_MARKERS):
+        return
+    owner = _TRL_CONFIGS[trl] if trl else "TrainingArguments"  # the class the script's parser fills
+    anchor = _logical_start(changes, command.start)
+    for flag in flags:
+        if flag.name in ARGUMENT_FIELDS:
+            if changes.enabled("NM816"):
+                _optimum_flag(changes, command, flag, anchor)
+            continue
+        removed = DRIFT[flag.name]
+        if changes.enabled("NM817") and removed.owned_by(owner) and removed.new not in given:
+            _drift_flag(changes, command, flag, anchor)
+
+
+def _optimum_flag(changes: Changes, command: Command, flag: _Flag, anchor: int) -> None:
+    """NM816: remove one NeuronTrainingArguments flag, noted; a TODO where a capability goes with it."""
+    words = command.words
+    start, end = words[flag.first - 1].end, words[flag.last].end
+    if not changes.untouched(start, end):
+        return
+    shown = changes.text[words[flag.first].start:end]
+    setting = flag.setting(ARGUMENT_FIELDS[flag.name])
+    changes.replace("NM816", start, end, "", anchor=anchor)
+    if flag.name == "tensor_parallel_size":
+        reason = "the degree moves to the script's from_pretrained(distributed_config=DistributedConfig(tp_size=...))"
+        if setting != "1":
+            _todo(changes, "NM816", command, TODO_TEXT["NM816"].format(n=flag.raw))
+    else:
+        reason = DROPPED[flag.name]
+        lost = lost_capability(flag.name, setting)
+        if lost is not None:
+            _todo(changes, "NM816", command, f"{shown}: {LEGACY_TODOS[lost]}")
+    changes.note("NM816", words[flag.first].start, f"removed {shown}: {reason}", anchor=anchor)
+
+
+def _drift_flag(changes: Changes, command: Command, flag: _Flag, anchor: int) -> None:
+    """NM817: a renamed flag takes its new name; a removed one goes, noted."""
+    removed = DRIFT[flag.name]
+    words = command.words
+    word, end = words[flag.first], words[flag.last].end
+    shown = changes.text[word.start:end]
+    setting = flag.setting(removed.bool_field)
+    if removed.new is None or (removed.on_value is not None and setting == "False"):
+        if changes.untouched(words[flag.first - 1].end, end):
+            changes.replace("NM817", words[flag.first - 1].end, end, "", anchor=anchor)
+            changes.note("NM817", word.start, f"removed {shown}: {removed.why}", anchor=anchor)
+    elif removed.on_value is None:
+        spelled = word.raw[2:2 + len(flag.name)]
+        if word.raw.startswith("--") and spelled.replace("-", "_") == flag.name:  # not quoted
+            new = removed.new.replace("_", "-") if "-" in spelled else removed.new
+            changes.replace("NM817", word.start + 2, word.start + 2 + len(spelled), new, anchor=anchor)
+    elif setting == "True":
+        if changes.untouched(word.start, end):
+            changes.replace("NM817", word.start, end, f"--{removed.new} {removed.on_value}", anchor=anchor)
+    else:
+        _todo(changes, "NM817", command, f"{shown}: {removed.why}")
+
+
+def _script(launcher: str, args: tuple[Word, ...]) -> tuple[str | None, int] | None:
+    """(the TRL command the line runs or None, the index in `args` of the script's first argument).
+
+    The script is the first `.py` word (`python x.py`, `torchrun ... x.py`, `accelerate launch
+    ... x.py`, TRL's own `trl/scripts/sft.py`), or `trl <command>`; None for anything else.
+    """
+    literals = [w.literal for w in args]
+    if not literals or (launcher == "accelerate" and literals[0] != "launch"):
+        return None
+    if launcher == "trl":
+        return (literals[0], 1) if literals[0] in _TRL_CONFIGS else None
+    for i, literal in enumerate(literals):
+        if literal and literal.endswith(".py"):
+            trl = _TRL_SCRIPT.search(literal)
+            return (trl.group(1) if trl and trl.group(1) in _TRL_CONFIGS else None), i + 1
+    return None
+
+
+def _option(word: Word) -> str:
+    """`--per-device-train-batch-size=8` -> `per_device_train_batch_size`; '' for a word that is no option."""
+    text = word.literal if word.literal is not None else word.raw
+    name = text.partition("=")[0][2:].replace("-", "_")
+    return name if text.startswith("--") and name.isidentifier() else ""
+
+
+def _flags(words: tuple[Word, ...], first: int) -> list[_Flag]:
+    """The Optimum-only and drift flags among `words[first:]`, each with the words its value takes.
+
+    As HfArgumentParser reads them: a bool takes the next word unless it is an option (argparse's
+    `nargs="?"`), any other field always takes one; the arguments end at the first redirection.
+    """
+    found: list[_Flag] = []
+    i = first
+    while i < len(words) and not _REDIRECTION.match(words[i].raw):
+        word, field = words[i], _option(words[i])
+        base = field[3:] if field.startswith("no_") else ""
+        negated = bool(ARGUMENT_FIELDS.get(base) or (base in DRIFT and DRIFT[base].bool_field))
+        field = base if negated else field
+        if field in ARGUMENT_FIELDS:
+            is_bool = ARGUMENT_FIELDS[field]
+        elif field in DRIFT:
+            is_bool = DRIFT[field].bool_field
+        else:
+            i += 1
+            continue
+        if "=" in word.raw:
+            raw = word.raw.partition("=")[2]
+            found.append(_Flag(field, i, i, word.literal.partition("=")[2] if word.literal is not None else None, raw, negated))
+        elif negated or (is_bool and not _takes_value(words, i + 1, is_bool)):
+            found.append(_Flag(field, i, i, "", "", negated))
+        elif _takes_value(words, i + 1, is_bool):
+            found.append(_Flag(field, i, i + 1, words[i + 1].literal, words[i + 1].raw, negated))
+            i += 1
+        i += 1
+    return found
+
+
+def _takes_value(words: tuple[Word, ...], i: int, bool_flag: bool) -> bool:
+    """Whether `words[i]` is the value of the option before it: there, no redirection, not an option."""
+    if i >= len(words) or _REDIRECTION.match(words[i].raw):
+        return False
+    raw = words[i].raw
+    return not raw.startswith("-") or (not bool_flag and _NEGATIVE_NUMBER.fullmatch(raw) is not None)
 
 
 def _pip(changes: Changes, command: Command, program: int, everything: list[Command]) -> None:

@@ -18,6 +18,10 @@ from migrate.registry import Rule, register
 
 S = TypeVar("S", bound=cst.BaseStatement)
 
+# What replaces Optimum's tensor-parallel degree {n}: NM914 in the script and NM816 on its launch line say the same.
+TP_ADVICE = ("pass distributed_config=DistributedConfig(tp_size={n}, fsdp_size=WORLD_SIZE // {n}) to from_pretrained "
+             "and add --save_only_model")
+
 # id -> (name, title, why, the comment's message, example before, example after's code)
 _TODOS: dict[str, tuple[str, str, str, str, str]] = {
     "NM910": ("pipeline-parallel", "pipeline parallelism",
@@ -51,7 +55,7 @@ _TODOS: dict[str, tuple[str, str, str, str, str]] = {
               "`--tensor_parallel_size`, which transformers' `TrainingArguments` rejects. The "
               "degree has to be passed to `from_pretrained` as a `DistributedConfig`, and the "
               "Trainer then needs `--save_only_model`.",
-              "tensor parallelism came from --tensor_parallel_size, which TrainingArguments rejects: pass distributed_config=DistributedConfig(tp_size=N, fsdp_size=WORLD_SIZE // N) to from_pretrained and add --save_only_model",
+              "tensor parallelism came from --tensor_parallel_size, which TrainingArguments rejects: " + TP_ADVICE.format(n="N"),
               'from optimum.neuron.models.training import NeuronModelForCausalLM\nmodel = NeuronModelForCausalLM.from_pretrained(model_id, training_args.trn_config)\n'),
     "NM915": ("neuron-compiled-model", "loading an Optimum-exported model",
               "Without `export=True` (and always in 0.4.x `from_pretrained`) Optimum loads a "

@@ -165,8 +165,15 @@ for _helper in ("is_main_worker", "is_logging_process", "is_main_worker_for_metr
 
 _ARGS = {"NeuronTrainingArguments", "Seq2SeqNeuronTrainingArguments", "NeuronSFTConfig", "NeuronORPOConfig"}
 _SFT_DEFAULTS = (("learning_rate", "5e-5"), ("logging_steps", "500"), ("gradient_checkpointing", "False"), ("bf16", "False"))
+_ZERO1 = ("zero_1", "stochastic_rounding_enabled", "optimizer_use_master_weights", "optimizer_use_fp32_grad_acc",
+          "optimizer_save_master_weights_in_ckpt")
+_SEQUENCE_PARALLEL = ("disable_sequence_parallel", "sequence_parallel_enabled")
+_PIPELINE = ("pipeline_parallel_size",)
 # Neuron-only fields -> what the report says about dropping them.
-_DROPPED = {
+DROPPED = {
+    **dict.fromkeys(_ZERO1, "ZeRO-1 master weights have no native flag (NM912)"),
+    **dict.fromkeys(_SEQUENCE_PARALLEL, "sequence parallelism is not wired up natively (NM911)"),
+    **dict.fromkeys(_PIPELINE, "pipeline parallelism has no native training path (NM910)"),
     "pipeline_parallel_num_microbatches": "pipeline parallelism has no native training path (NM910)",
     "virtual_pipeline_parallel_size": "pipeline parallelism has no native training path (NM910)",
     "pipeline_parallel_use_zero1_optimizer": "pipeline parallelism has no native training path (NM910)",
@@ -195,10 +202,39 @@ _DROPPED = {
     "trn_config": "the parallelism now lives in from_pretrained(distributed_config=...)",
     "mixed_precision_config": "mixed_precision=\"bf16\" is set instead",
 }
-_ZERO1 = ("zero_1", "stochastic_rounding_enabled", "optimizer_use_master_weights", "optimizer_use_fp32_grad_acc",
-          "optimizer_save_master_weights_in_ckpt")
-_SEQUENCE_PARALLEL = ("disable_sequence_parallel", "sequence_parallel_enabled")
-_PIPELINE = ("pipeline_parallel_size",)
+# The fields NeuronTrainingArguments declared in some release (the others above are
+# TrainingNeuronConfig / NeuronAccelerator keywords): what HfArgumentParser took as `--name` on a
+# launch line, where NM816 removes them. True marks a bool, whose flag stands alone or takes
+# true/false; the others take a value.
+ARGUMENT_FIELDS: dict[str, bool] = {
+    "tensor_parallel_size": False, "pipeline_parallel_size": False, "pipeline_parallel_num_microbatches": False,
+    "kv_size_multiplier": False, "num_local_ranks_per_step": False, "dataloader_prefetch_size": False,
+    "metrics_window_size": False, "half_precision_backend": False, "neuron_cc_optlevel": False,
+    "zero_1": True, "stochastic_rounding_enabled": True, "optimizer_use_master_weights": True,
+    "optimizer_use_fp32_grad_acc": True, "optimizer_save_master_weights_in_ckpt": True,
+    "disable_sequence_parallel": True, "sequence_parallel_enabled": True, "disable_embedding_parallelization": True,
+    "fuse_qkv": True, "recompute_causal_mask": True, "use_autocast": True, "use_xser": True, "async_save": True,
+    "skip_cache_push": True, "enable_throughput_metrics": True, "enable_mfu_metrics": True,
+    "enable_efficiency_metrics": True,
+}
+
+
+def lost_capability(name: str, value: str | None) -> str | None:
+    """The NM91x TODO that dropping the field `name` set to `value` needs, if any.
+
+    `value` is the setting as Python source (`True`, `False`, `4`), None when it is not known
+    (a launch line's `$PP_DEGREE`): unknown counts as on. Shared with the launch-line rule
+    (NM816), so a flag and a keyword lose the same things.
+    """
+    if name in _ZERO1:
+        return None if value == "False" else "NM912"
+    if name in _SEQUENCE_PARALLEL:
+        return None if value == ("True" if name == "disable_sequence_parallel" else "False") else "NM911"
+    if name in _PIPELINE:
+        return None if value == "1" else "NM910"
+    return None
+
+
 _TP_CONFIG = re.compile(r"\b(?:TrainingNeuronConfig|ModelParallelismPlugin)\(")
 _TP_LITERAL = re.compile(r"\btensor_parallel_size\s*=\s*(\d+)")
 _CLI_PARSED = re.compile(r"HfArgumentParser\(")
@@ -216,10 +252,6 @@ class _State:
 
 def _state(ctx: FileContext) -> _State:
     return family_state(ctx, "optimum-training", _State)
-
-
-def _is(node: cst.BaseExpression, value: str) -> bool:
-    return type(node) is cst.Name and node.value == value
 
 
 def _is_one(node: cst.BaseExpression) -> bool:
@@ -250,33 +282,19 @@ def _drop_fields(node: cst.Call, ctx: FileContext, rule_id: str, owner: str) -> 
     """Remove Neuron-only keywords, warn for each, and leave the TODOs their loss needs."""
     for arg in list(node.args):
         name = arg.keyword.value if arg.keyword is not None else None
-        if name is None:
+        if name not in DROPPED or (name == "gradient_checkpointing" and owner in _ARGS):
             continue
         value = arg.value
-        if name in _ZERO1:
-            if not _is(value, "False"):
-                todo(ctx, "NM912")
-            reason = "ZeRO-1 master weights have no native flag (NM912)"
-        elif name in _SEQUENCE_PARALLEL:
-            off = "True" if name == "disable_sequence_parallel" else "False"
-            if not _is(value, off):
-                todo(ctx, "NM911")
-            reason = "sequence parallelism is not wired up natively (NM911)"
-        elif name in _PIPELINE:
-            if not _is_one(value):
-                todo(ctx, "NM910")
-            reason = "pipeline parallelism has no native training path (NM910)"
-        elif name in _DROPPED and not (name == "gradient_checkpointing" and owner in _ARGS):
-            reason = _DROPPED[name]
-        else:
-            continue
+        lost = lost_capability(name, code(value))
+        if lost is not None:
+            todo(ctx, lost)
         if not ctx.enabled(rule_id):
             continue
         current = kwarg(node, name)
         assert current is not None
         node = remove_arg(node, current)
         ctx.hit(rule_id)
-        ctx.warn(rule_id, f"{owner}: dropped {name}={code(value)}: {reason}")
+        ctx.warn(rule_id, f"{owner}: dropped {name}={code(value)}: {DROPPED[name]}")
     return node
 
 

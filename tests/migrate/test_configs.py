@@ -138,3 +138,99 @@ def test_anchored_values_shared_by_aliases_are_not_edited():
     source = "distributed_type: MULTI_GPU\nnum_processes: 2\nprecision: &p fp16\nmixed_precision: *p\n"
     result = migrate_file(source.encode(), "accelerate.yaml")
     assert result.new.decode() == source.replace("MULTI_GPU", "MULTI_NEURON")
+
+
+def migrate_shell(source: str) -> tuple[str, list[tuple[str, int | None, str]]]:
+    """The migrated script and its report notes as (rule, line, message)."""
+    result = migrate_file(source.encode(), "train.sh")
+    new = result.new.decode() if result.new is not None else source
+    assert parses(Path("train.sh"), new)
+    return new, [(w.rule, w.line, w.message) for w in result.warnings]
+
+
+def test_a_bool_flag_takes_a_value_only_when_one_follows():
+    new, notes = migrate_shell(
+        "torchrun train.py --do_train --zero_1 --bf16 --fuse_qkv true --async_save=false --use_xser False --output_dir out\n"
+    )
+    assert new.endswith("torchrun train.py --do_train --bf16 --output_dir out\n")
+    assert [message.split(":")[0] for _, _, message in notes] == [
+        "removed --zero_1", "removed --fuse_qkv true", "removed --async_save=false", "removed --use_xser False",
+    ]
+
+
+def test_zero1_and_parallel_degrees_get_a_todo_only_when_they_were_on():
+    off = migrate_shell("python train.py --do_train --zero_1 false --tensor_parallel_size 1 --pipeline_parallel_size=1\n")[0]
+    assert off == "python train.py --do_train\n"
+    on = migrate_shell("python train.py --do_train --zero_1 --tensor_parallel_size 8 --pipeline_parallel_size $PP\n")[0]
+    assert on.endswith("python train.py --do_train\n")
+    assert on.count("# TODO(neuron-migrate NM816): ") == 3
+    assert "DistributedConfig(tp_size=8, fsdp_size=WORLD_SIZE // 8)" in on
+    assert "--pipeline_parallel_size $PP: pipeline parallelism has no native training path" in on
+
+
+def test_sequence_parallel_todo_follows_the_flag_meaning():
+    assert "TODO" not in migrate_shell("python t.py --do_train --disable_sequence_parallel\n")[0]
+    assert "TODO(neuron-migrate NM816): --disable_sequence_parallel false: sequence parallelism" in migrate_shell(
+        "python t.py --do_train --disable_sequence_parallel false\n")[0]
+
+
+def test_negated_dashed_and_quoted_flags():
+    new, _ = migrate_shell("python t.py --do-train --no_use_xser --skip-cache-push '--fuse_qkv' --logging_dir \"my logs\" -x\n")
+    assert new == "python t.py --do-train -x\n"
+
+
+def test_drift_flags_are_renamed_in_the_spelling_used():
+    new, notes = migrate_shell(
+        "accelerate launch run.py --do_eval --evaluation-strategy steps --warmup_ratio=0.1 --no_cuda --group_by_length\n"
+    )
+    assert new == ("accelerate launch run.py --do_eval --eval-strategy steps --warmup_steps=0.1 --use_cpu "
+                   "--train_sampling_strategy group_by_length\n")
+    assert notes == []  # renames keep the setting: nothing to report beyond the rewrite counts
+
+
+def test_each_removal_is_a_note_on_its_own_line():
+    source = "torchrun --nproc_per_node 8 run_clm.py \\\n  --do_train \\\n  --overwrite_output_dir \\\n  --async_save\n"
+    new, notes = migrate_shell(source)
+    assert new == "torchrun --nproc_per_node 8 run_clm.py \\\n  --do_train\n"
+    assert [(rule, line) for rule, line, _ in notes] == [("NM817", 3), ("NM816", 4)]
+    assert notes[0][2].startswith("removed --overwrite_output_dir: transformers 5 removed overwrite_output_dir")
+
+
+def test_redirections_end_the_script_arguments():
+    new, _ = migrate_shell("python t.py --do_train --overwrite_output_dir > log.txt 2>&1\n")
+    assert new == "python t.py --do_train > log.txt 2>&1\n"
+
+
+def test_lines_of_other_programs_keep_their_flags():
+    vllm = "python serve.py --model m --tensor_parallel_size 4\n"
+    diffusers = "accelerate launch train_text_to_image.py --train_batch_size 1 --logging_dir logs\n"
+    trl_sft_field = "torchrun finetune.py --do_train --max_seq_length 64\n"  # a ScriptArguments field
+    for source in (vllm, diffusers, trl_sft_field, "echo --zero_1\n", "trl vllm-serve --tensor_parallel_size 8\n"):
+        assert migrate_file(source.encode(), "run.sh").status == "unchanged", source
+
+
+def test_trl_only_fields_follow_the_trl_command():
+    assert migrate_shell("trl sft --model_name_or_path m --max_seq_length 1024\n")[0] == (
+        "trl sft --model_name_or_path m --max_length 1024\n")
+    new, notes = migrate_shell("accelerate launch trl/scripts/dpo.py --max_prompt_length 128 --max_length 512\n")
+    assert new == "accelerate launch trl/scripts/dpo.py --max_length 512\n"
+    assert notes[0][:2] == ("NM817", 1)
+
+
+def test_a_launch_line_under_a_skip_marker_is_left_alone_and_not_reported():
+    source = "# neuron-migrate: skip\ntorchrun t.py --do_train --zero_1 --overwrite_output_dir\n"
+    result = migrate_file(source.encode(), "run.sh")
+    assert result.status == "unchanged" and result.warnings == []
+
+
+def test_a_flag_value_another_rule_rewrites_is_kept_whole():
+    new, _ = migrate_shell("python t.py --do_train --logging_dir logs/$CUDA_VISIBLE_DEVICES --zero_1\n")
+    assert new.endswith("python t.py --do_train --logging_dir logs/$NEURON_RT_VISIBLE_CORES\n")
+
+
+def test_launch_flags_by_rule_selection():
+    source = "python t.py --do_train --zero_1 false --overwrite_output_dir\n"
+    only_optimum = migrate_file(source.encode(), "run.sh", Options(selection=Selection(select=("NM816",))))
+    assert only_optimum.new.decode() == "python t.py --do_train --overwrite_output_dir\n"
+    only_drift = migrate_file(source.encode(), "run.sh", Options(selection=Selection(select=("NM817",))))
+    assert only_drift.new.decode() == "python t.py --do_train --zero_1 false\n"
