@@ -106,12 +106,17 @@ _rule(
     "output_dir: out\nuse_vllm: false\ncache_implementation: static\nvllm_mode: colocate\n",
 )
 _rule(
-    "NM808", "config-max-length", "yaml",
-    "Recipe `max_seq_length:` -> `max_length:` (TRL 1.x).",
-    "TRL 1.x renamed `SFTConfig.max_seq_length` to `max_length`; `TrlParser` rejects the old key "
-    "(NM705 in Python). Left alone when `max_length` is already set.",
-    "output_dir: out\nmax_seq_length: 2048  # tokens\n",
-    "output_dir: out\nmax_length: 2048  # tokens\n",
+    "NM808", "config-drift-keys", "yaml",
+    "Recipe keys transformers 5 / TRL 1.x renamed or removed: `evaluation_strategy:` -> `eval_strategy:`, "
+    "`max_seq_length:` -> `max_length:`, `overwrite_output_dir:` and `logging_dir:` removed, ...",
+    "The NM7xx table (`drift.FIELDS`) applied to recipe keys, which `TrlParser` and "
+    "`HfArgumentParser.parse_yaml_file` reject by name before training starts. Renamed keys keep their "
+    "value (`warmup_ratio` -> `warmup_steps`, which takes a ratio below 1; `no_cuda` -> `use_cpu`; "
+    "`group_by_length: true` -> `train_sampling_strategy: group_by_length`). Removed keys lose their line, "
+    "noted in the report with what replaced them; an entry that is not a line of its own, or defines an "
+    "anchor, gets a TODO instead. When the new key is set too, a TODO asks which to keep.",
+    "output_dir: out\nevaluation_strategy: steps\noverwrite_output_dir: true  # reruns\nmax_seq_length: 2048\n",
+    "output_dir: out\neval_strategy: steps\nmax_length: 2048\n",
 )
 _rule(
     "NM809", "config-no-tf32", "yaml",

@@ -11,6 +11,10 @@ ruamel.yaml's round-trip composer gives each key and value node its exact charac
 the edits are spliced into the original text (`migrate.configs.edits`), so comments, key
 order, quoting and indentation stay as written, and the result is composed again before it
 is accepted.
+
+Recipe keys that transformers 5 / TRL 1.x renamed or removed (NM808) come from `drift.FIELDS`,
+the table the Python rules (NM701-NM709) and the launch-line rule (NM817) use, so a field
+leaves a `TrainingArguments(...)` call, a `--flag` and a recipe key together.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from migrate.configs.catalog import TODO_TEXT
 from migrate.configs.edits import Changes
 from migrate.configs.textfile import migrate_text
 from migrate.engine import FileResult, Options
+from migrate.rules.drift import FIELDS as DRIFT
+from migrate.rules.drift import Removed
 from migrate.rules.todo_messages import MESSAGES
 
 ACCELERATE_KEYS = frozenset({
@@ -39,7 +45,7 @@ RECIPE_KEYS = frozenset({
 })
 # bytes one of the rules needs to see; a file without any of them is not composed at all
 _TRIGGER = re.compile(
-    rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|load_in_[48]bit|use_vllm|max_seq_length|tf32"
+    rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|load_in_[48]bit|use_vllm|tf32|" + "|".join(DRIFT).encode()
 )
 _BOOL = "tag:yaml.org,2002:bool"
 _TRUE = frozenset({"true", "yes", "on"})
@@ -114,6 +120,16 @@ def _true(node: Node) -> bool:
     return type(node) is ScalarNode and node.anchor is None and node.tag == _BOOL and node.value.lower() in _TRUE
 
 
+def _false(node: Node) -> bool:
+    """A plain `false`/`no`/`off` written at this key."""
+    return type(node) is ScalarNode and node.anchor is None and node.tag == _BOOL and node.value.lower() not in _TRUE
+
+
+def _empty(node: Node) -> bool:
+    """A value left out (`logging_dir:`): its marks point at the next token, not at this line."""
+    return type(node) is ScalarNode and node.value == "" and node.style is None
+
+
 def _accelerate(changes: Changes, keys: dict[str, tuple[ScalarNode, Node]]) -> None:
     key, value = keys["distributed_type"]
     if type(value) is ScalarNode:
@@ -157,9 +173,6 @@ def _recipe(changes: Changes, doc: MappingNode, keys: dict[str, tuple[ScalarNode
             newline = "\r\n" if "\r\n" in changes.text else "\n"
             indent = " " * key.start_mark.column
             changes.replace("NM807", end, end, f"{newline}{indent}cache_implementation: static", anchor=value.start_mark.index)
-    if "max_seq_length" in keys and "max_length" not in keys and changes.enabled("NM808"):
-        key, _ = keys["max_seq_length"]
-        changes.replace("NM808", key.start_mark.index, key.end_mark.index, "max_length")
     if "tf32" in keys and _true(keys["tf32"][1]) and changes.enabled("NM809"):
         key, value = keys["tf32"]
         if key.start_mark.line == value.end_mark.line:
@@ -167,6 +180,49 @@ def _recipe(changes: Changes, doc: MappingNode, keys: dict[str, tuple[ScalarNode
             end = changes.line_end(start)
             line = changes.text[start:end]
             changes.replace("NM809", start, end, f"# {line}  # neuron-migrate NM809: tf32 is CUDA-only")
+    if changes.enabled("NM808"):
+        for name, (key, value) in keys.items():
+            if name in DRIFT:
+                _drift_key(changes, name, key, value, DRIFT[name], keys)
+
+
+def _drift_key(changes: Changes, name: str, key: ScalarNode, value: Node, removed: Removed,
+               keys: dict[str, tuple[ScalarNode, Node]]) -> None:
+    """NM808: a renamed key takes its new name, a removed one goes (noted); a TODO where neither is faithful.
+
+    Every recipe is in scope, whatever the `owners` of the field: a recipe that worked held only
+    fields of the class it was written for, so the key itself says the class had it.
+    """
+    start = key.start_mark.index
+    if removed.new is None or (removed.on_value is not None and _false(value)):
+        _drop(changes, name, key, value, removed.why)
+    elif removed.new in keys:
+        changes.todo("NM808", start, f"{name} is now {removed.new}, which is set too: keep one of them")
+    elif removed.on_value is None:
+        changes.replace("NM808", start, key.end_mark.index, removed.new)
+    elif _true(value):
+        changes.replace("NM808", start, key.end_mark.index, removed.new)
+        _set(changes, "NM808", value, removed.on_value, anchor=start)
+    else:
+        changes.todo("NM808", start, f"{name}: {removed.why}")
+
+
+def _drop(changes: Changes, name: str, key: ScalarNode, value: Node, why: str) -> None:
+    """Delete a `key: value` line, or TODO when the entry is not a line of its own or defines an anchor.
+
+    An anchor defined there may be used by an alias elsewhere, and a flow mapping or a value
+    spanning lines has no line to delete without re-rendering the YAML.
+    """
+    first = changes.line_start(key.start_mark.index)
+    last = key.end_mark.index if _empty(value) else value.end_mark.index
+    newline = changes.text.find("\n", last)
+    stop = len(changes.text) if newline == -1 else newline + 1
+    if (key.anchor is None and value.anchor is None and not changes.text[first:key.start_mark.index].strip()
+            and "\n" not in changes.text[key.start_mark.index:last] and changes.untouched(first, stop)):
+        changes.replace("NM808", first, stop, "")
+        changes.note("NM808", key.start_mark.index, f"removed {name}: {why}")
+    else:
+        changes.todo("NM808", key.start_mark.index, f"{name}: {why}; remove it")
 
 
 def _attn_values(node: Node) -> list[ScalarNode]:

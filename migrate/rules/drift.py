@@ -8,7 +8,8 @@ TypeError there, so an old script fails before any Neuron issue. Only calls of
 
 A script that reads such a field (`if not training_args.overwrite_output_dir:`) fails with
 AttributeError instead; NM709/NM921 handle the reads on names known to hold training arguments.
-`FIELDS` is the one table of these fields: the launch-line rule NM817 reads it too.
+`FIELDS` is the one table of these fields: the launch-line rule NM817 and the recipe-key rule NM808
+read it too.
 """
 
 from __future__ import annotations
@@ -108,8 +109,9 @@ register(Rule(
 class Removed:
     """A training-arguments field that transformers 5 / TRL 1.x no longer has, and what replaces it.
 
-    One table for every place the field shows up: constructor keywords and reads (this module)
-    and launch-line flags (`migrate.configs.shell_rules`, NM817).
+    One table for every place the field shows up: constructor keywords and reads (this module),
+    launch-line flags (`migrate.configs.shell_rules`, NM817) and recipe keys
+    (`migrate.configs.yaml_rules`, NM808).
     """
 
     rule: str

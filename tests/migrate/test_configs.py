@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from ruamel.yaml import YAML
+from transformers import HfArgumentParser, TrainingArguments
+from trl import ModelConfig, ScriptArguments
 
 from migrate.cli import main
 from migrate.dispatch import migrate_file
@@ -138,6 +140,42 @@ def test_anchored_values_shared_by_aliases_are_not_edited():
     source = "distributed_type: MULTI_GPU\nnum_processes: 2\nprecision: &p fp16\nmixed_precision: *p\n"
     result = migrate_file(source.encode(), "accelerate.yaml")
     assert result.new.decode() == source.replace("MULTI_GPU", "MULTI_NEURON")
+
+
+def test_recipe_parse_yaml_file_rejects_the_old_keys_and_takes_the_migrated_ones():
+    parser = HfArgumentParser((ScriptArguments, TrainingArguments, ModelConfig))
+    with pytest.raises(ValueError, match="not used by the HfArgumentParser") as rejected:
+        parser.parse_yaml_file(FIXTURES / "recipe_trainer_drift.yaml")
+    for old in ("evaluation_strategy", "group_by_length", "logging_dir", "overwrite_output_dir", "warmup_ratio"):
+        assert old in str(rejected.value)
+    _, training, _ = parser.parse_yaml_file(FIXTURES / "recipe_trainer_drift.expected.yaml")
+    assert (training.eval_strategy, training.warmup_steps, training.train_sampling_strategy) == (
+        "steps", 0.03, "group_by_length")
+
+
+def test_removed_recipe_keys_are_reported_on_their_line():
+    source = "output_dir: out\nlogging_dir:\ngroup_by_length: false\nuse_mps_device: true  # Apple\nseed: 1\n"
+    result = migrate_file(source.encode(), "r.yaml")
+    assert result.new.decode() == "output_dir: out\nseed: 1\n"
+    assert [(w.rule, w.line, w.message.split(":")[0]) for w in result.warnings] == [
+        ("NM808", 2, "removed logging_dir"), ("NM808", 3, "removed group_by_length"),
+        ("NM808", 4, "removed use_mps_device"),
+    ]
+    skipped = migrate_file(b"output_dir: out\nlogging_dir: logs  # neuron-migrate: skip\n", "r.yaml")
+    assert skipped.status == "unchanged" and skipped.warnings == []
+
+
+def test_recipe_keys_with_no_faithful_rewrite_get_a_todo_and_stay():
+    source = ("output_dir: out\nmax_seq_length: 1024\nmax_length: 2048\nlogging_dir: &logs runs/a\nrun_name: *logs\n"
+              "group_by_length: 'yes'\n")
+    result = migrate_file(source.encode(), "r.yaml")
+    new = result.new.decode()
+    assert [line for line in new.splitlines() if not line.startswith("#")] == source.splitlines()
+    assert [(t.rule, t.message.split(":")[0]) for t in result.todos] == [
+        ("NM808", "max_seq_length is now max_length, which is set too"), ("NM808", "logging_dir"),
+        ("NM808", "group_by_length"),
+    ]
+    assert parses(Path("r.yaml"), new) and migrate_file(result.new, "r.yaml").status == "unchanged"
 
 
 def migrate_shell(source: str) -> tuple[str, list[tuple[str, int | None, str]]]:
