@@ -87,15 +87,14 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def getBackendName(self) -> str:
         return BACKEND
 
-    def _run(self, method: str, outputs: Any, *args: Any) -> Any:
+    def _run(self, method: str, outputs: Any, *args: Any, opts: Any = None) -> Any:
         """Run gloo's ``method`` on CPU views of ``args``; return a done Work holding ``outputs``."""
         host = _Host()
-        cpu_args = [host(a) for a in args if a is not None]
-        opts = cpu_args[-1] if cpu_args and _is_options(cpu_args[-1]) else None
+        cpu_args = [host(a) for a in args]
         divide = opts is not None and getattr(opts, "reduceOp", None) == dist.ReduceOp.AVG
         if divide:
             opts.reduceOp = dist.ReduceOp.SUM
-        getattr(self._gloo, method)(*cpu_args).wait()
+        getattr(self._gloo, method)(*cpu_args, *([opts] if opts is not None else [])).wait()
         host.write_back()
         if divide:
             for tensor in _flat(outputs):
@@ -104,46 +103,46 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     # -- reductions -------------------------------------------------------------------------
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
-        return self._run("allreduce", tensors, tensors, opts)
+        return self._run("allreduce", tensors, tensors, opts=opts)
 
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
-        return self._run("allreduce_coalesced", tensors, tensors, opts)
+        return self._run("allreduce_coalesced", tensors, tensors, opts=opts)
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
-        return self._run("reduce", tensors, tensors, opts)
+        return self._run("reduce", tensors, tensors, opts=opts)
 
     def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
-        return self._run("reduce_scatter", outputs, outputs, inputs, opts)
+        return self._run("reduce_scatter", outputs, outputs, inputs, opts=opts)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
-        return self._run("_reduce_scatter_base", output, output, input, opts)
+        return self._run("_reduce_scatter_base", output, output, input, opts=opts)
 
     # -- gathers and broadcasts --------------------------------------------------------------
     def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
-        return self._run("allgather", outputs, outputs, inputs, opts)
+        return self._run("allgather", outputs, outputs, inputs, opts=opts)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
-        return self._run("_allgather_base", output, output, input, opts)
+        return self._run("_allgather_base", output, output, input, opts=opts)
 
     def allgather_coalesced(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
-        return self._run("allgather_coalesced", outputs, outputs, inputs, opts)
+        return self._run("allgather_coalesced", outputs, outputs, inputs, opts=opts)
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
-        return self._run("broadcast", tensors, tensors, opts)
+        return self._run("broadcast", tensors, tensors, opts=opts)
 
     def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
-        return self._run("gather", outputs, outputs, inputs, opts)
+        return self._run("gather", outputs, outputs, inputs, opts=opts)
 
     def scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
-        return self._run("scatter", outputs, outputs, inputs, opts)
+        return self._run("scatter", outputs, outputs, inputs, opts=opts)
 
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
-        return self._run("alltoall", outputs, outputs, inputs, opts)
+        return self._run("alltoall", outputs, outputs, inputs, opts=opts)
 
     def all_to_all_single(
         self, output: torch.Tensor, input: torch.Tensor, output_splits: list[int], input_splits: list[int], opts: Any = None
     ) -> Any:
-        return self._run("alltoall_base", output, output, input, output_splits, input_splits, opts)
+        return self._run("alltoall_base", output, output, input, output_splits, input_splits, opts=opts)
 
     # -- point to point and synchronisation --------------------------------------------------
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> Any:
@@ -153,15 +152,10 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return self._run("recv", tensors, tensors, src, tag)
 
     def barrier(self, opts: Any = None) -> Any:
-        (self._gloo.barrier(opts) if opts is not None else self._gloo.barrier()).wait()
-        return _done([])
+        return self._run("barrier", [], opts=opts)
 
     def monitored_barrier(self, opts: Any = None, wait_all_ranks: bool = False) -> Any:
         return self.barrier()
-
-
-def _is_options(value: Any) -> bool:
-    return type(value).__name__.endswith("Options")
 
 
 def _create(store: Any, rank: int, size: int, timeout: timedelta) -> NeuronProcessGroup:
