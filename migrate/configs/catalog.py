@@ -24,6 +24,7 @@ TODO_TEXT = {
              "and model.generate take their place",
     "NM815": "nvidia-smi has no Neuron equivalent for these options: list devices with neuron-ls, watch "
              "utilisation with neuron-top",
+    "NM818": "torch_dtype is dtype in transformers 5 and TRL 1.x, which is set here too: keep one of them",
     "NM816": "tensor parallelism came from --tensor_parallel_size, which TrainingArguments rejects (removed "
              "here): " + TP_ADVICE,
 }
@@ -88,6 +89,16 @@ _rule(
     "TorchNeuron provides.",
     "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: flash_attention_2\noutput_dir: out\n",
     "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: sdpa\noutput_dir: out\n",
+)
+_rule(
+    "NM818", "config-dtype-key", "yaml",
+    "Recipe `torch_dtype:` -> `dtype:` (also nested, e.g. `model_init_kwargs`).",
+    "transformers 5 renamed the loading argument and TRL 1.x's `ModelConfig` followed, so "
+    "`TrlParser` rejects a recipe with a top-level `torch_dtype` (\"Unknown arguments from config "
+    "file\"); nested in `model_init_kwargs` it still loads, with a deprecation warning. As NM203 "
+    "does for Python. Where the mapping already has `dtype`, a TODO instead.",
+    "model_name_or_path: Qwen/Qwen3-0.6B\ntorch_dtype: bfloat16\noutput_dir: out\n",
+    "model_name_or_path: Qwen/Qwen3-0.6B\ndtype: bfloat16\noutput_dir: out\n",
 )
 _rule(
     "NM806", "config-no-bnb", "yaml",

@@ -45,7 +45,7 @@ RECIPE_KEYS = frozenset({
 })
 # bytes one of the rules needs to see; a file without any of them is not composed at all
 _TRIGGER = re.compile(
-    rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|load_in_[48]bit|use_vllm|tf32|" + "|".join(DRIFT).encode()
+    rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|load_in_[48]bit|use_vllm|tf32|torch_dtype|" + "|".join(DRIFT).encode()
 )
 _BOOL = "tag:yaml.org,2002:bool"
 _TRUE = frozenset({"true", "yes", "on"})
@@ -180,6 +180,12 @@ def _recipe(changes: Changes, doc: MappingNode, keys: dict[str, tuple[ScalarNode
             end = changes.line_end(start)
             line = changes.text[start:end]
             changes.replace("NM809", start, end, f"# {line}  # neuron-migrate NM809: tf32 is CUDA-only")
+    if changes.enabled("NM818"):
+        for key, _, mapping in _entries(doc, "torch_dtype"):
+            if any(type(k) is ScalarNode and k.value == "dtype" for k, _ in mapping.value):
+                changes.todo("NM818", key.start_mark.index, TODO_TEXT["NM818"])
+            else:
+                changes.replace("NM818", key.start_mark.index, key.end_mark.index, "dtype")
     if changes.enabled("NM808"):
         for name, (key, value) in keys.items():
             if name in DRIFT:
@@ -225,17 +231,24 @@ def _drop(changes: Changes, name: str, key: ScalarNode, value: Node, why: str) -
         changes.todo("NM808", key.start_mark.index, f"{name}: {why}; remove it")
 
 
-def _attn_values(node: Node) -> list[ScalarNode]:
-    """Every `attn_implementation: flash...` value, at any depth (e.g. `model_init_kwargs`)."""
-    found: list[ScalarNode] = []
+def _entries(node: Node, name: str) -> list[tuple[ScalarNode, Node, MappingNode]]:
+    """Every `name: value` entry at any depth (e.g. under `model_init_kwargs`), with its mapping."""
+    found: list[tuple[ScalarNode, Node, MappingNode]] = []
     if type(node) is MappingNode:
         for key, value in node.value:
-            if type(key) is ScalarNode and key.value == "attn_implementation" and type(value) is ScalarNode:
-                if "flash" in value.value and value.value != "sdpa":
-                    found.append(value)
+            if type(key) is ScalarNode and key.value == name:
+                found.append((key, value, node))
             else:
-                found.extend(_attn_values(value))
+                found.extend(_entries(value, name))
     elif type(node) is SequenceNode:
         for item in node.value:
-            found.extend(_attn_values(item))
+            found.extend(_entries(item, name))
     return found
+
+
+def _attn_values(node: Node) -> list[ScalarNode]:
+    """Every `attn_implementation: flash...` value, at any depth (e.g. `model_init_kwargs`)."""
+    return [
+        value for _, value, _ in _entries(node, "attn_implementation")
+        if type(value) is ScalarNode and "flash" in value.value and value.value != "sdpa"
+    ]

@@ -153,6 +153,18 @@ def test_recipe_parse_yaml_file_rejects_the_old_keys_and_takes_the_migrated_ones
         "steps", 0.03, "group_by_length")
 
 
+def test_migrated_qlora_recipe_parses_with_trl_on_neuron(neuron: object) -> None:
+    """TRL's own parser takes the migrated QLoRA recipe on a Neuron device; the CUDA one it rejects."""
+    from trl import SFTConfig, TrlParser
+
+    parser = TrlParser((ScriptArguments, SFTConfig, ModelConfig))
+    with pytest.raises(ValueError):
+        parser.parse_yaml_file(FIXTURES / "recipe_sft_qlora.yaml")
+    _, training, model = parser.parse_yaml_file(FIXTURES / "recipe_sft_qlora.expected.yaml")
+    assert (model.dtype, model.attn_implementation, model.load_in_4bit) == ("bfloat16", "sdpa", False)
+    assert (training.bf16, training.fp16, training.max_length) == (True, False, 4096)
+
+
 def test_removed_recipe_keys_are_reported_on_their_line():
     source = "output_dir: out\nlogging_dir:\ngroup_by_length: false\nuse_mps_device: true  # Apple\nseed: 1\n"
     result = migrate_file(source.encode(), "r.yaml")
