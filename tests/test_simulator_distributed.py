@@ -51,6 +51,7 @@ def test_collectives_move_data_between_ranks(workdir: Path) -> None:
     for rank, r in ranks.items():
         assert (r["device"], r["backend"]) == (f"neuron:{rank}", "neuron")
         assert r["all_reduce"] == [3.0, 3.0] and r["all_reduce_avg_bf16"] == [1.5, 1.5] and r["all_reduce_max"] == [2.0, 2.0]
+        assert r["all_reduce_transposed"] == [[1.0, 5.0], [3.0, 7.0]]
         assert r["all_gather_into_tensor"] == [0.0, 0.0, 1.0, 1.0]
         assert r["all_gather"] == [[0.0, 0.0], [1.0, 1.0]]
         assert r["broadcast"] == [1.0, 1.0, 1.0]

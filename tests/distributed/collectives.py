@@ -19,6 +19,9 @@ def full(value: float, n: int = 2, dtype: torch.dtype = torch.float32) -> torch.
 t = full(rank + 1.0)
 dist.all_reduce(t)
 results["all_reduce"] = t.cpu().tolist()
+t = (torch.arange(4.0, device=device).reshape(2, 2) + rank).t()  # a non-contiguous view
+dist.all_reduce(t)
+results["all_reduce_transposed"] = t.cpu().tolist()
 t = full(rank + 1.0, dtype=torch.bfloat16)
 dist.all_reduce(t, op=dist.ReduceOp.AVG)
 results["all_reduce_avg_bf16"] = t.float().cpu().tolist()
