@@ -105,12 +105,7 @@ def rename_kwarg(call: cst.Call, arg: cst.Arg, new_name: str) -> cst.Call:
 
 def callee_name(call: cst.Call) -> str | None:
     """The last component of the called name: `AutoModel.from_pretrained` -> `from_pretrained`."""
-    func = call.func
-    if type(func) is cst.Attribute:
-        return func.attr.value
-    if type(func) is cst.Name:
-        return func.value
-    return None
+    return last_name(call.func)
 
 
 def method_of(call: cst.Call, name: str) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.rules.base import callee_name, kwarg, on, option_name, replace_arg
+from migrate.rules.base import callee_name, kwarg, last_name, on, option_name, replace_arg
 
 Rewriter = Callable[[cst.BaseExpression, FileContext], "cst.BaseExpression | None"]
 
@@ -104,18 +104,10 @@ def call_settings(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     return node
 
 
-def _target_name(target: cst.BaseExpression) -> str | None:
-    if type(target) is cst.Name:
-        return target.value
-    if type(target) is cst.Attribute:
-        return target.attr.value
-    return None
-
-
 @on("Assign")
 def assign_settings(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """`device = "cuda"`, `self.backend = "nccl"`; the first target's name decides."""
-    new, rule = _apply(_target_name(node.targets[0].target), node.value, ctx, keyword=False)
+    new, rule = _apply(last_name(node.targets[0].target), node.value, ctx, keyword=False)
     if new is not None and rule is not None:
         ctx.hit(rule)
         return node.with_changes(value=new)
@@ -127,7 +119,7 @@ def ann_assign_settings(node: cst.AnnAssign, ctx: FileContext) -> cst.AnnAssign:
     """Dataclass fields: `device: str = "cuda"` and `optim: str = field(default=...)`."""
     if node.value is None:
         return node
-    name = _target_name(node.target)
+    name = last_name(node.target)
     value = node.value
     if type(value) is cst.Call and callee_name(value) == "field":
         default = kwarg(value, "default")
