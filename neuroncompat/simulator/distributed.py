@@ -11,6 +11,13 @@ parallelism to take their real code paths, with real data moving between ranks.
 What gloo lacks is emulated: ``ReduceOp.AVG`` is a sum divided by the group size.
 Non-contiguous tensors are reduced through a contiguous copy and written back.
 
+Every collective waits for its gloo work before returning, with the GIL released (``Work.wait``).
+That includes the coalesced forms c10d's functional collectives (DTensor, FSDP2) call, which
+would otherwise go to gloo asynchronously: a gloo worker that drops the last reference to a
+tensor with a Python object needs the GIL, and the main thread, holding it while it enqueues
+the next collective, waits for that worker's queue lock, so both ranks hung (seen once in
+about ten tensor-parallel generations).
+
 Example (each rank, under ``torchrun --nproc_per_node=2 -m neuroncompat train.py``)::
 
     dist.init_process_group(backend="neuron")
@@ -77,10 +84,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("neuron-sim/", store), rank, size, timeout)
-        # c10d keeps a group's name (DeviceMesh, functional collectives) on its backends, and
-        # functional collectives (DTensor, FSDP2's state dicts) reach the backend registered for
-        # their tensors' device: the simulator's dispatch hands them the CPU payloads, so gloo
-        # is this group's backend for "cpu" too.
+        # c10d keeps a group's name (DeviceMesh, functional collectives) on its backends. The
+        # simulator's dispatch hands functional collectives the CPU payloads, so gloo is also the
+        # "cpu" backend, for any collective this class does not override.
         self._register_backend(torch.device(BACKEND), dist.ProcessGroup.BackendType.CUSTOM, self._gloo)
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
 
@@ -117,12 +123,22 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
         return self._run("_reduce_scatter_base", output, output, input, opts=opts)
 
+    def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        for output, input in zip(outputs, inputs, strict=True):
+            self.reduce_scatter_single(output, input, opts)
+        return _done(outputs)
+
     # -- gathers and broadcasts --------------------------------------------------------------
     def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
         return self._run("allgather", outputs, outputs, inputs, opts=opts)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
         return self._run("_allgather_base", output, output, input, opts=opts)
+
+    def all_gather_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        for output, input in zip(outputs, inputs, strict=True):
+            self.all_gather_single(output, input, opts)
+        return _done(outputs)
 
     def allgather_coalesced(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
         return self._run("allgather_coalesced", outputs, outputs, inputs, opts=opts)
