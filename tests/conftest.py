@@ -85,3 +85,12 @@ def shim(neuron: object) -> Iterator[ModuleType]:
         yield neuroncompat
     finally:
         neuroncompat.revert()
+
+
+@pytest.fixture(scope="session")
+def run_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One tiny memorised Llama and its training data for every test that runs a script
+    (migrated fixtures, distributed launches); building it takes seconds."""
+    from fixture_runs import build_workdir
+
+    return build_workdir(tmp_path_factory.mktemp("runs"))

@@ -48,7 +48,10 @@ def free_port() -> int:
 
 
 def simulated_env(**extra: str) -> dict[str, str]:
-    """The caller's environment with the simulator on, offline, and no stale rank variables."""
+    """The caller's environment with the simulator on, offline, and no stale rank variables.
+
+    ``simulated_env(NEURONCOMPAT_SIMULATE="0")`` is the same for a plain CPU run.
+    """
     drop = ("NEURONCOMPAT_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_", "ACCELERATE_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update(NEURONCOMPAT_SIMULATE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false")

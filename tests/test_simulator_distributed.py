@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from fixture_runs import assert_adapter_trained_on_cpu, assert_trained_on_cpu, losses
 from launch import WEIGHTS_PROBE, accelerate_launch, torchrun
-from neuroncompat.testing import build_causal_lm, fit_causal_lm, sentences
 
 SCRIPTS = Path(__file__).resolve().parent / "distributed"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
@@ -34,15 +34,10 @@ def _results(stdout: str, tag: str = "RESULT") -> dict[int, dict]:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny Llama that has memorised its training text (stable greedy tokens), and that text."""
-    root = tmp_path_factory.mktemp("dist")
-    lines = sentences(32, min_words=6, max_words=20)
-    fit_causal_lm(build_causal_lm(root / "model", arch="llama"), lines)
-    (root / "train.txt").write_text("\n".join(lines) + "\n")
-    (root / "train.jsonl").write_text("".join(json.dumps({"text": line}) + "\n" for line in lines))
-    (root / "probe.py").write_text(WEIGHTS_PROBE)
-    return root
+def workdir(run_workdir: Path) -> Path:
+    """The shared tiny memorised Llama and its data, plus the DDP weights probe."""
+    (run_workdir / "probe.py").write_text(WEIGHTS_PROBE)
+    return run_workdir
 
 
 def test_collectives_move_data_between_ranks(workdir: Path) -> None:
@@ -72,11 +67,9 @@ def _check_ddp_run(stdout: str, out: Path) -> None:
     ranks = _results(stdout, "RANK_WEIGHTS")
     assert {r: row["device"] for r, row in ranks.items()} == {0: "neuron:0", 1: "neuron:1"}
     assert ranks[0]["digest"] == ranks[1]["digest"], "ranks diverged: gradients were not all-reduced"
-    losses = [float(x) for x in re.findall(r"step \d+ loss (\S+)", stdout)]
-    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
-    from transformers import AutoModelForCausalLM
-
-    assert all(torch.isfinite(p).all() for p in AutoModelForCausalLM.from_pretrained(out).parameters())
+    found = losses(stdout)
+    assert len(found) == 3 and all(math.isfinite(x) for x in found)
+    assert_trained_on_cpu(out, out.parent / "model")
 
 
 def test_migrated_ddp_fixture_under_torchrun(workdir: Path) -> None:
@@ -99,8 +92,8 @@ def test_migrated_torch_xla_ddp_fixture_under_torchrun(workdir: Path) -> None:
     ranks = _results(stdout, "RANK_WEIGHTS")
     assert {r: row["device"] for r, row in ranks.items()} == {0: "neuron:0", 1: "neuron:1"}
     assert ranks[0]["digest"] == ranks[1]["digest"], "ranks diverged: gradients were not all-reduced"
-    losses = [float(x) for x in re.findall(r"step \d+ loss (\S+)", stdout)]
-    assert len(losses) == 4 and all(math.isfinite(x) for x in losses)
+    found = losses(stdout)
+    assert len(found) == 4 and all(math.isfinite(x) for x in found)
     state = torch.load(out / "mlp.pt", map_location="cpu")
     assert all(t.device.type == "cpu" and torch.isfinite(t).all() for t in state.values())
 
@@ -123,17 +116,12 @@ def test_fsdp2_shards_and_matches_single_process_training(workdir: Path) -> None
 
 
 def test_trl_sft_under_torchrun_saves_a_cpu_loadable_adapter(workdir: Path) -> None:
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
     out = workdir / "sft-torchrun"
     result = torchrun("neuroncompat", [str(FIXTURES / "sft_lora.expected.py"), "--model_name_or_path", "model",
                                        "--dataset_name", "train.jsonl", "--output_dir", str(out), "--max_steps", "2",
                                        "--per_device_train_batch_size", "2", "--max_length", "64"], workdir, module=True)
-    assert "'train_loss'" in result.stdout
-    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(workdir / "model"), out)
-    lora_b = [p for name, p in model.named_parameters() if "lora_B" in name]
-    assert lora_b and any(p.abs().sum() > 0 for p in lora_b)
+    assert losses(result.stdout) and all(math.isfinite(x) for x in losses(result.stdout))
+    assert_adapter_trained_on_cpu(out, workdir / "model")
 
 
 def test_tensor_parallel_load_and_greedy_generation(workdir: Path) -> None:

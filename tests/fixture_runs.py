@@ -9,7 +9,6 @@ so a migration that quietly ran on CPU fails.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from launch import simulated_env
 from neuroncompat.testing import build_causal_lm, fit_causal_lm, sentences
 
 # ``python -m neuroncompat SCRIPT`` plus a report of the neuron memory the script held.
@@ -43,10 +43,8 @@ def build_workdir(root: Path) -> Path:
 
 def run_script(script: Path, args: list[str], workdir: Path, on_neuron: bool) -> str:
     """Run `script` in `workdir` (on CPU, or with the shim on the simulator); return its stdout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NEURONCOMPAT_") and k != "LOCAL_RANK"}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false")
+    env = simulated_env(NEURONCOMPAT_SIMULATE="1" if on_neuron else "0")
     if on_neuron:
-        env["NEURONCOMPAT_SIMULATE"] = "1"
         command = [sys.executable, "-c", PROBE, str(script), *args]
     else:
         command = [sys.executable, str(script), *args]
