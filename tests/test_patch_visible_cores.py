@@ -52,7 +52,8 @@ def test_a_script_stops_at_import(shim: ModuleType) -> None:
     assert proc.returncode == 1
     assert "the script ran" not in proc.stdout
     # The message alone, naming the patch: no traceback through the import machinery.
-    assert proc.stderr.startswith("neuroncompat [visible_cores]: NEURON_RT_VISIBLE_CORES=1,2 is not a set of aligned core pairs")
+    stop = "neuroncompat [visible_cores]: NEURON_RT_VISIBLE_CORES=1,2 is not a set of aligned core pairs"
+    assert proc.stderr.startswith(stop)
     assert "Traceback" not in proc.stderr
 
 

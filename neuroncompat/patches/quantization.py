@@ -49,8 +49,8 @@ class Quantization(Patch):
     def patch_module(self, name: str, module: ModuleType) -> bool:
         from transformers.quantizers import quantizer_bnb_4bit, quantizer_bnb_8bit
 
-        checks = (quantizer_bnb_4bit.Bnb4BitHfQuantizer.validate_environment, quantizer_bnb_8bit.Bnb8BitHfQuantizer.validate_environment)
-        if all("neuron" in inspect.getsource(check) for check in checks):
+        quantizers = (quantizer_bnb_4bit.Bnb4BitHfQuantizer, quantizer_bnb_8bit.Bnb8BitHfQuantizer)
+        if all("neuron" in inspect.getsource(quantizer.validate_environment) for quantizer in quantizers):
             return False
         self.replace(module, "get_hf_quantizer", self._wrap(module.get_hf_quantizer))
         return True

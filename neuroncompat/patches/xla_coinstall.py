@@ -61,9 +61,19 @@ class XlaCoinstall(Patch):
                 self.stand_down("both libraries tell native Neuron from torch_xla")
             return False
         if self._turned_off:
-            self.warn("torch_xla is installed next to torch-neuronx: %s=0 so transformers and accelerate use the native neuron device (set %s=1 to keep XLA)", ENV, ENV)
+            self.warn(
+                "torch_xla is installed next to torch-neuronx: %s=0 so transformers and accelerate use the native neuron "
+                "device (set %s=1 to keep XLA)",
+                ENV,
+                ENV,
+            )
         elif self._user is not None and self._user.strip().lower() not in _FALSE:
-            self.warn("%s=%s kept as you set it: with torch_xla installed, transformers and accelerate take XLA paths, not the native neuron device", ENV, self._user)
+            self.warn(
+                "%s=%s kept as you set it: with torch_xla installed, transformers and accelerate take XLA paths, "
+                "not the native neuron device",
+                ENV,
+                self._user,
+            )
         if not self._turned_off:
             return True
         if name == "transformers.utils.import_utils":
