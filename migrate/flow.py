@@ -1,4 +1,4 @@
-"""Data flow for context rule 1: which tensors flow *only* into `generate()`.
+"""Data flow for NM301: which tensors flow *only* into `generate()`.
 
 Inputs that only feed `generate()` should stay on CPU (transformers moves them per step), so
 their `.to(device)` is dropped; a tensor also used in a forward pass or a loss keeps it. The

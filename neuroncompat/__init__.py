@@ -8,9 +8,15 @@ when those libraries are imported. See ``neuroncompat doctor`` for what applies 
 
 from __future__ import annotations
 
+from neuroncompat.patch import PatchError
 from neuroncompat.shim import PatchStatus, apply, revert, status
 
-__all__ = ["apply", "revert", "status", "PatchStatus", "__version__"]
+__all__ = ["apply", "revert", "status", "PatchStatus", "PatchError", "__version__"]
 __version__ = "0.1.0"
 
-apply()
+try:
+    apply()
+except PatchError as stop:
+    # A patch stopped the run on purpose: exit with its message alone (status 1), not a traceback
+    # through the import machinery. ``neuroncompat.apply()`` called directly raises PatchError.
+    raise SystemExit(str(stop)) from None

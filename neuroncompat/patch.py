@@ -6,6 +6,14 @@ patch answers whether the upstream gap still exists there (feature detection, ne
 strings). Every change goes through :meth:`Patch.replace` or :meth:`Patch.set_env`, so
 :meth:`Patch.revert` restores exactly what was there, and through :meth:`Patch.changed`, so
 each distinct change is logged once on the ``neuroncompat`` logger.
+
+Failing fast is part of the contract. A patch that finds a setting which cannot work on Neuron
+and must not be silently changed (an unaligned ``NEURON_RT_VISIBLE_CORES``) calls
+:meth:`Patch.fail`, which raises :class:`PatchError`: the shim lets it through, so the script
+stops with the patch's message (at ``import neuroncompat`` it exits with status 1 and only that
+message). Any *other* exception a patch raises is a bug in the patch: the shim contains it, undoes
+that patch, and logs a warning naming the patch and how to turn it off, so one broken patch never
+breaks a run.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import itertools
 import logging
 import os
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 logger = logging.getLogger("neuroncompat")
 
@@ -22,12 +30,40 @@ _MISSING = object()
 _sequence = itertools.count()
 
 
+class PatchError(Exception):
+    """Raised on purpose by a patch (through :meth:`Patch.fail`) to stop the script.
+
+    The only exception the shim does not contain: it means "this run cannot work, and here is
+    why", not "this patch is broken". ``patch_id`` names the patch; the message names the setting,
+    the cause and the fix.
+    """
+
+    def __init__(self, patch_id: str, message: str) -> None:
+        super().__init__(f"neuroncompat [{patch_id}]: {message}")
+        self.patch_id = patch_id
+
+
 class Patch:
-    """Subclasses set ``id``, ``reason`` and ``targets`` and implement ``patch_module``."""
+    """Subclasses set ``id``, ``reason`` and ``targets`` and implement ``patch_module``.
+
+    The contract every patch keeps (CONTRIBUTING.md has the checklist):
+
+    * its module docstring says Gap (with the upstream ``file:line`` from docs/gaps.md), Fix and
+      Example;
+    * ``patch_module`` checks that the upstream gap still exists (feature detection, never a
+      version string) and returns False where it does not: the shim reports it ``stood-down``;
+    * every change goes through :meth:`replace`/:meth:`set_env` (undoable) and is logged once
+      with :meth:`changed` or :meth:`warn`; an explicit user value is kept, or changed loudly;
+    * it can be turned off by ``id`` (``NEURONCOMPAT_DISABLE``, ``apply(skip=...)``);
+    * to stop a run that cannot work it calls :meth:`fail`; any other exception it raises is
+      treated as its own bug and contained by the shim.
+    """
 
     id: ClassVar[str]
     reason: ClassVar[str]
     targets: ClassVar[tuple[str, ...]] = ()
+    # What :meth:`fail` raises: :class:`PatchError` or a subclass a caller may want to catch by name.
+    error: ClassVar[type[PatchError]] = PatchError
 
     def __init__(self) -> None:
         # (global order, owner, attribute, original): the order lets the shim undo wrappers that
@@ -37,6 +73,8 @@ class Patch:
         self._logged: set[str] = set()
         self.state = "waiting"
         self.detail = ""
+        # Set by :meth:`stand_down`: the gap is fixed upstream, so no later target is patched either.
+        self.stood_down = False
 
     # -- what subclasses implement --------------------------------------------------------
     def activate(self) -> None:
@@ -71,6 +109,27 @@ class Patch:
         if text not in self._logged:
             self._logged.add(text)
             logger.warning("[%s] %s", self.id, text)
+
+    def fail(self, message: str) -> NoReturn:
+        """Stop the script: raise :class:`PatchError` (the subclass in ``error``) with ``message``.
+
+        For a user setting that cannot work and must not be rewritten behind the user's back. Use it
+        from ``activate`` or ``patch_module``; never for a patch's own bugs (let those raise, the
+        shim contains them).
+        """
+        raise self.error(self.id, message)
+
+    def stand_down(self, detail: str) -> None:
+        """Upstream fixed the gap, seen only at a later target: undo every change already made.
+
+        ``patch_module`` returning False stands down one target; a patch whose gap can only be
+        checked once a later module is imported (``compile`` needs Dynamo loaded to ask inductor
+        about Neuron) calls this, and the shim skips its remaining targets.
+        """
+        self.revert()
+        self.stood_down = True
+        self.state = "stood-down"
+        self.detail = f"upstream fixed the gap ({detail})"
 
     def revert(self) -> None:
         revert_all([self])

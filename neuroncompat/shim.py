@@ -4,6 +4,12 @@
 line. On Neuron (TorchNeuron installed, or the simulator on) each patch not disabled by
 ``NEURONCOMPAT_DISABLE`` or ``apply(skip=...)`` runs its environment step at once and patches
 each target module when that module is imported.
+
+Failures: a :class:`~neuroncompat.patch.PatchError` (raised on purpose through ``Patch.fail``)
+passes through, so the script stops with the patch's message; the patch is undone first. Any other
+exception from a patch is a bug in that patch: it is contained (the patch is undone and reported
+``failed``) and logged once as a WARNING naming the patch and the switch that turns it off, so one
+broken patch never breaks a user's run.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from types import ModuleType
 
 from neuroncompat import hooks
 from neuroncompat.detect import Detection, clear_availability_caches, detect_torch_neuronx
-from neuroncompat.patch import Patch, revert_all
+from neuroncompat.patch import Patch, PatchError, revert_all
 from neuroncompat.patches import PATCH_TYPES
 
 logger = logging.getLogger("neuroncompat")
@@ -103,6 +109,9 @@ def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchS
 def _start(patch: Patch) -> None:
     try:
         patch.activate()
+    except PatchError as exc:
+        _stop(patch, exc)
+        raise
     except Exception as exc:  # a broken patch must never break the user's script
         _fail(patch, exc)
         return
@@ -115,12 +124,17 @@ def _start(patch: Patch) -> None:
 
 
 def _patch_target(patch: Patch, name: str, module: ModuleType) -> None:
-    if patch.state in ("failed", "disabled", "inactive") or not _active:
+    if patch.state in ("failed", "disabled", "inactive") or patch.stood_down or not _active:
         return
     try:
         still_needed = patch.patch_module(name, module)
+    except PatchError as exc:
+        _stop(patch, exc)
+        raise
     except Exception as exc:
         _fail(patch, exc)
+        return
+    if patch.stood_down:  # Patch.stand_down: the whole patch was undone
         return
     if still_needed:
         patch.state = "applied"
@@ -129,11 +143,26 @@ def _patch_target(patch: Patch, name: str, module: ModuleType) -> None:
         patch.detail = f"upstream fixed the gap ({name})"
 
 
-def _fail(patch: Patch, exc: BaseException) -> None:
+def _stop(patch: Patch, exc: PatchError) -> None:
+    """A deliberate fail-fast: undo the patch and record why; the caller re-raises."""
+    patch.revert()
+    patch.state = "failed"
+    patch.detail = str(exc)
+
+
+def _fail(patch: Patch, exc: Exception) -> None:
+    """An unexpected exception is the patch's bug: undo it, report it, and let the script go on."""
     patch.revert()
     patch.state = "failed"
     patch.detail = f"{type(exc).__name__}: {exc}"
-    logger.warning("[%s] could not be applied and was left off: %s", patch.id, patch.detail)
+    logger.warning(
+        "[%s] could not be applied and was left off (a bug in this patch; please report it): %s. "
+        "NEURONCOMPAT_DISABLE=%s turns it off and silences this warning.",
+        patch.id,
+        patch.detail,
+        patch.id,
+    )
+    logger.debug("[%s] traceback", patch.id, exc_info=exc)
 
 
 def _register_native_backend(torch: ModuleType) -> None:

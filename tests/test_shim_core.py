@@ -68,6 +68,8 @@ def test_device_map_opt_in_spreads_over_cores(shim: object, tmp_path: Path, monk
 
 # -- async_load ------------------------------------------------------------------------------
 def test_async_load_env(neuron: object, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import transformers.core_model_loading  # noqa: F401  (the loader that reads the variable, as from_pretrained does)
+
     monkeypatch.delenv("HF_DEACTIVATE_ASYNC_LOAD", raising=False)
     neuroncompat.revert()
     neuroncompat.apply()

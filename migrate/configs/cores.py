@@ -2,7 +2,7 @@
 
 Under the default logical-core size (LNC=2, `NEURON_LOGICAL_NC_CONFIG` unset or 2) a logical
 NeuronCore is the physical pair {2k, 2k+1}, and the runtime only accepts sets made of whole
-pairs: `0,1`, `2,3`, `0-3` are valid, `1,2` is not (research/neuron_gaps.md §3.5). GPU `i`
+pairs: `0,1`, `2,3`, `0-3` are valid, `1,2` is not (docs/gaps.md#visible_cores). GPU `i`
 of a CUDA script becomes logical core `i`, i.e. physical cores `2i,2i+1`: the same mapping the
 shim's `visible_cores` patch prints, so a migrated launcher and the shim agree. Kept separate
 from that patch because importing `neuroncompat` applies the shim.

@@ -1,4 +1,4 @@
-"""NM207-NM208 attention kernels: flash-attention -> SDPA, xformers calls removed (catalogue 3.5)."""
+"""NM207-NM208 attention kernels: flash-attention -> SDPA, xformers calls removed (docs/rules.md NM207-NM208)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """NM1xx device placement: device sources, comparisons, `device_map`, ordinals, pipelines.
 
-Catalogue rows D1-D8, M1-M4, G6 of research/cuda_patterns.md. Only device *sources* are
+Rationale and examples per rule: docs/rules.md (NM1xx). Only device *sources* are
 rewritten (literals in device positions, `device = ...`, defaults, `torch.device(...)`,
-`device_map`); uses such as `.to(device)` stay, so diffs stay small (context rule 2).
+`device_map`); uses such as `.to(device)` stay, so diffs stay small.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""NM401-NM403 distributed: nccl -> neuron, DDP device ids, `ddp_backend` (catalogue 3.9)."""
+"""NM401-NM403 distributed: nccl -> neuron, DDP device ids, `ddp_backend` (docs/rules.md NM4xx)."""
 
 from __future__ import annotations
 

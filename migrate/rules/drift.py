@@ -1,6 +1,6 @@
 """NM7xx version drift: arguments removed or renamed in transformers 5 and TRL 1.x.
 
-Catalogue 3.12. Each was checked against the installed transformers 5.23.0 / trl 1.16.0
+Rationale per rule: docs/rules.md (NM7xx). Each was checked against the installed transformers 5.23.0 / trl 1.16.0
 (`dataclasses.fields(TrainingArguments)`, the trainers' signatures): the old names are a
 TypeError there, so an old script fails before any Neuron issue. Only calls of
 `*TrainingArguments`, `*Config` (TRL configs) and `*Trainer` are touched; diffusers'

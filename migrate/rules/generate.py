@@ -1,6 +1,6 @@
 """NM301-NM304 generation: inputs stay on CPU, static KV cache, prompt padding, no vLLM.
 
-Catalogue 3.7 (G1-G4) and context rule 1. Neuron compiles one graph per shape: a static cache
+docs/rules.md (NM301-NM304), docs/gaps.md#generate_inputs. Neuron compiles one graph per shape: a static cache
 with `cache_implementation="static"` gives transformers a fixed-size decode step (and its
 auto-compile picks `backend="neuron", dynamic=False`), padded prompts bound the number of
 prefill shapes, and inputs left on CPU are moved per step by `generate()` itself.

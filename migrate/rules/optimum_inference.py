@@ -1,6 +1,6 @@
 """NM511-NM515 Optimum Neuron inference -> transformers models and pipelines on the neuron device.
 
-Research note `optimum_neuron_api.md` section 4. Optimum compiled a model ahead of time for
+docs/gaps.md (Optimum Neuron facts) and docs/rules.md (NM511-NM515). Optimum compiled a model ahead of time for
 fixed shapes (`export=True, batch_size=, sequence_length=` up to 0.3; `get_neuron_config()` +
 `export()` in 0.4.x) and ran it from the CPU side. TorchNeuron compiles on first use: the
 native model is loaded onto the NeuronCore with `device_map="neuron"` in bf16 (the NxD

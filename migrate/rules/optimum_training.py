@@ -1,6 +1,6 @@
 """NM501-NM508 Optimum Neuron training -> transformers / TRL / accelerate on TorchNeuron.
 
-Research note `optimum_neuron_api.md` section 3, across the three API generations (<=0.0.x,
+docs/gaps.md (Optimum Neuron facts) and docs/rules.md (NM5xx), across the three API generations (<=0.0.x,
 0.1-0.3, 0.4.x). optimum-neuron pins transformers 4.57 and imports torch_xla at import time,
 so it cannot be installed next to the native stack: every name is swapped for its native
 class (the import rewrite is `legacy.py`'s), and what only Optimum understood (NxD

@@ -1,6 +1,6 @@
 """NM2xx precision: fp16 -> bf16, `torch_dtype` -> `dtype`, autocast, GradScaler, tf32.
 
-Catalogue 3.4 (P1-P7). Trainium computes in bf16 on every generation; fp16 would need a loss
+Rationale per rule: docs/rules.md (NM2xx); the gap: docs/gaps.md#precision. Trainium computes in bf16 on every generation; fp16 would need a loss
 scaler whose Neuron support is unconfirmed, and `tf32=True` raises on any non-CUDA host.
 """
 

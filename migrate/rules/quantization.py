@@ -1,6 +1,6 @@
 """NM209-NM211 quantization: QLoRA -> bf16 LoRA, 8-bit/paged optimizers, k-bit preparation.
 
-Catalogue 3.6 and context rule 13 (quantization removal is coupled): bitsandbytes kernels do
+docs/rules.md (NM209-NM211), docs/gaps.md#quantization; quantization removal is coupled: bitsandbytes kernels do
 not run on Trainium, so the 4/8-bit load is dropped, the model loads in bf16, and the TODO
 NM908 above the `BitsAndBytesConfig(...)` says the memory cost changed.
 """

@@ -1,6 +1,6 @@
 """NM305-NM307 static-shape hygiene for training: drop_last, collator padding, compile backend.
 
-Catalogue 3.8 (S2, S3, S5). Every new input shape is a new Neuron graph (about a minute to
+Rationale per rule: docs/rules.md (NM305-NM307). Every new input shape is a new Neuron graph (about a minute to
 compile on hardware), so training batches get fixed shapes where the script decides them.
 """
 

@@ -1,6 +1,6 @@
 """NM9xx cannot migrate: annotate with `# TODO(neuron-migrate NM9xx): why and what to do`.
 
-Research note section 5. These constructs have no faithful automatic rewrite; the comment goes
+Each TODO's text: docs/rules.md (NM9xx). These constructs have no faithful automatic rewrite; the comment goes
 above the statement, the code stays as it is (still valid Python), and the report lists each
 TODO with file:line. A TODO is added once per statement and rule, so reruns are no-ops.
 """

@@ -1,6 +1,6 @@
 """NM601-NM610 PyTorch/XLA (legacy torch-neuronx) -> native TorchNeuron.
 
-Catalogue `cuda_patterns.md` 3.11 (N1-N8) and `optimum_neuron_api.md` 3.10. TorchNeuron is
+Rationale and examples: docs/rules.md (NM6xx); the facts: docs/gaps.md (PyTorch/XLA). TorchNeuron is
 eager PyTorch on a `neuron` device: there is no graph to cut (`mark_step`), no device loader,
 no `xla` process-group backend, and data parallelism is DDP/FSDP under `torchrun` instead of
 `xmp.spawn`. Rank helpers become the environment torchrun sets (`RANK`, `LOCAL_RANK`,

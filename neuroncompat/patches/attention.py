@@ -1,6 +1,6 @@
 """``attention``: flash attention and flex attention requests become ``sdpa`` on Neuron.
 
-Gap (research/neuron_gaps.md §3.12):
+Gap (docs/gaps.md#attention):
 - ``attn_implementation="flash_attention_2"`` (or 3, 4) needs the flash-attn package, whose
   builds are CUDA-only; without it ``_check_and_adjust_attn_implementation``
   (transformers/modeling_utils.py:1710+) tries the kernels-hub fallback, whose builds are
@@ -53,9 +53,10 @@ def _flash_without_neuron_build(implementation: str) -> bool:
 
 
 def _flex_compiles_without_backend() -> bool:
+    """``WrappedFlexAttention`` (where transformers compiles flex attention) names no backend."""
     from transformers.integrations import flex_attention
 
-    return "backend" not in inspect.getsource(flex_attention)
+    return "backend" not in inspect.getsource(flex_attention.WrappedFlexAttention.__init__)
 
 
 class Attention(Patch):

@@ -7,7 +7,7 @@ backend rejects ("dynamic=True is rejected during compilation", TRL #7660). tran
 ``backend="neuron"`` for its own compiles on a neuron model (``_default_compile_config``, the
 Trainer's ``torch_compile_backend``), but a user's ``torch.compile`` or ``model.compile()`` and a
 user-built ``CompileConfig()`` (whose defaults are inductor + reduce-overhead) do not
-(research/neuron_gaps.md §3.4, cuda_patterns.md §3 "torch.compile backend").
+(docs/gaps.md#compile).
 
 Fix, inside ``torch.compile`` (``nn.Module.compile`` and transformers' ``get_compiled_call`` go
 through it):
@@ -19,6 +19,11 @@ through it):
 * ``mode=`` with the neuron backend is dropped, warned when it was not ``"default"``: every mode
   but the default configures inductor or CUDA graphs;
 * ``dynamic=True`` → ``False``, warned.
+
+Stands down when inductor has a code generator for the ``neuron`` device (one registered with
+``torch._inductor.codegen.common.register_backend_for_device``): then ``inductor`` and its modes
+can compile for Neuron. That registry is only there once Dynamo is loaded (``torch.compile``
+loads it), so the check runs when ``torch._dynamo`` is imported and undoes the wrapper.
 
 Example::
 
@@ -41,9 +46,14 @@ _CUDA_BACKENDS = ("inductor", "cudagraphs")
 class Compile(Patch):
     id = "compile"
     reason = "torch.compile defaults to inductor and CUDA-only modes; Neuron needs backend='neuron' with static shapes"
-    targets = ("torch",)
+    targets = ("torch", "torch._dynamo")
 
     def patch_module(self, name: str, module: ModuleType) -> bool:
+        if name == "torch._dynamo":
+            if _inductor_targets_neuron():
+                self.stand_down("inductor has a neuron code generator")
+                return False
+            return True
         self.replace(module, "compile", self._for_neuron(module.compile))
         return True
 
@@ -77,6 +87,13 @@ class Compile(Patch):
             kwargs["dynamic"] = False
             self.warn("torch.compile(dynamic=True) -> dynamic=False: the Neuron backend rejects dynamic graphs")
         return kwargs
+
+
+def _inductor_targets_neuron() -> bool:
+    """Inductor has a device code generator registered for ``neuron`` (cheap once Dynamo is loaded)."""
+    from torch._inductor.codegen.common import device_codegens
+
+    return "neuron" in device_codegens
 
 
 def _default_backend() -> Any:

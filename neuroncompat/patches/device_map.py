@@ -2,7 +2,7 @@
 
 Gap: ``from_pretrained(device_map="auto")`` asks accelerate's ``get_max_memory``, which has no
 Neuron branch: the only device it finds is ``cpu``, so the model loads to the CPU with no
-message (research/neuron_gaps.md §3.1). TRL's trainers pass ``device_map="auto"`` themselves on
+message (docs/gaps.md#device_map). TRL's trainers pass ``device_map="auto"`` themselves on
 Neuron (``create_model_from_path``), also under torchrun.
 
 Fix: wrap ``PreTrainedModel.from_pretrained`` (every model class, ``pipeline(device_map=...)``

@@ -1,6 +1,6 @@
 """``dispatch_model``: accelerate's single-device ``dispatch_model(model, {"": 0})`` moves the model.
 
-Gap (research/neuron_gaps.md §3.9): in ``accelerate.big_modeling.dispatch_model``
+Gap (docs/gaps.md#dispatch_model): in ``accelerate.big_modeling.dispatch_model``
 (accelerate/big_modeling.py:500-514, accelerate 1.15), the single-device branch remaps an integer
 device for npu/mlu/sdaa/musa/neuron, and ``model.to(device)`` sits in the ``else`` of that chain
 (since accelerate PR #4083). So with an integer device on Neuron the model is never moved, yet

@@ -1,6 +1,6 @@
 """``dist_backend``: ``init_process_group("nccl")`` uses the Neuron process-group backend.
 
-Gap (research/neuron_gaps.md §3.13): accelerate ignores the requested backend on Neuron and
+Gap (docs/gaps.md#dist_backend): accelerate ignores the requested backend on Neuron and
 uses ``"neuron"`` (accelerate/state.py:796-798), so ``TrainingArguments(ddp_backend="nccl")`` is
 harmless, but a script's own ``torch.distributed.init_process_group("nccl")`` (or
 ``"cuda:nccl"``, ``"cpu:gloo,cuda:nccl"``) fails on a Neuron host under torchrun: "Distributed
@@ -14,7 +14,9 @@ which torch-neuronx registers as ``"neuron"``): ``"nccl"`` -> ``"neuron"``, ``"c
 backends (``"gloo"``, ``"neuron"``, None) are kept, and so is NCCL where CUDA is available. When
 no backend is registered for the device (torch-neuronx's distributed support not loaded) the
 call is left alone with a warning: mapping to a name torch does not know would only trade one
-error for another. The gap is in user scripts, not upstream, so there is nothing to stand down for.
+error for another. Stands down when torch's NCCL backend serves the ``neuron`` device
+(``Backend.backend_capability["nccl"]`` lists it, as a platform mapping NCCL onto its own
+collectives would register it): then ``"nccl"`` already works there.
 
 The simulator registers its ``neuron`` backend as torch-neuronx does
 (``Backend.register_backend("neuron", ..., devices=["neuron"])``, collectives over gloo), so
@@ -59,6 +61,8 @@ class DistBackend(Patch):
 
     def patch_module(self, name: str, module: ModuleType) -> bool:
         c10d = module.distributed_c10d
+        if "neuron" in c10d.Backend.backend_capability.get("nccl", ()):
+            return False
         original = c10d.init_process_group
         wrapped = self._wrap_init(original)
         self.replace(c10d, "init_process_group", wrapped)

@@ -4,7 +4,7 @@ Gap (TRL #7660): with ``torch.compile(dynamic=None)`` (the default) Dynamo marks
 dynamic the second time it sees a new size, and the Neuron backend rejects graphs with symbolic
 shapes ("dynamic=True is rejected during compilation"). transformers 5.23's Trainer passes
 ``dynamic=False`` for the neuron backend, but user ``torch.compile`` calls and ``CompileConfig``
-still default to ``dynamic=None`` (research/neuron_gaps.md §3.4).
+still default to ``dynamic=None`` (docs/gaps.md#dynamic_shapes).
 
 Fix: ``torch._dynamo.config.automatic_dynamic_shapes = False`` (set when ``torch._dynamo`` is
 imported) and ``TORCH_DYNAMO_AUTOMATIC_DYNAMIC_SHAPES=0`` for child processes. A value the user
@@ -14,9 +14,13 @@ gets a warning: Neuron will reject its graphs (``torch.compile(dynamic=True)`` i
 
 Static shapes mean one graph per (batch, length) bucket, and Dynamo recompiles a frame at most
 ``recompile_limit`` times (8) before it silently runs that frame eagerly for good: prompt plus
-completion lengths padded to multiples of 128 can pass 8 buckets (research/neuron_gaps.md §3.4).
+completion lengths padded to multiples of 128 can pass 8 buckets.
 The limit is raised to 64 (``NEURONCOMPAT_RECOMPILE_LIMIT`` sets another value); a script that
 sets ``torch._dynamo.config.recompile_limit`` itself does so after this and wins.
+
+Stands down (environment restored, ``CompileConfig`` unwrapped) when Dynamo's own defaults, read
+from its config entries rather than the possibly env-set values, are already static
+(``automatic_dynamic_shapes`` False) and allow the recompiles (``recompile_limit`` >= the limit).
 
 Example::
 
@@ -39,6 +43,16 @@ DEFAULT_RECOMPILE_LIMIT = 64
 _FALSE = ("0", "false", "no", "off")
 
 
+def _dynamo_default(config: ModuleType, name: str) -> Any:
+    """Dynamo's built-in default for ``name``, whatever the environment set (torch's config entries)."""
+    entries = getattr(config, "_config", {})
+    return entries[name].default if name in entries else getattr(config, name)
+
+
+def _dynamo_defaults_dynamic(config: ModuleType) -> bool:
+    return bool(_dynamo_default(config, "automatic_dynamic_shapes"))
+
+
 class DynamicShapes(Patch):
     id = "dynamic_shapes"
     reason = "Dynamo automatic dynamic shapes produce graphs Neuron rejects (TRL #7660): keep shapes static"
@@ -53,10 +67,13 @@ class DynamicShapes(Patch):
 
     def patch_module(self, name: str, module: ModuleType) -> bool:
         if name == "torch._dynamo.config":
+            limit = int(os.environ.get(LIMIT_ENV, DEFAULT_RECOMPILE_LIMIT))
+            if not _dynamo_defaults_dynamic(module) and _dynamo_default(module, "recompile_limit") >= limit:
+                self.stand_down(name)
+                return False
             if self._user_env is None and module.automatic_dynamic_shapes:
                 self.replace(module, "automatic_dynamic_shapes", False)
                 self.changed("torch._dynamo.config.automatic_dynamic_shapes = False (Neuron compiles static shapes only)")
-            limit = int(os.environ.get(LIMIT_ENV, DEFAULT_RECOMPILE_LIMIT))
             if module.recompile_limit < limit:
                 self.changed(
                     "torch._dynamo.config.recompile_limit %d -> %d (one graph per static shape bucket)", module.recompile_limit, limit

@@ -1,6 +1,6 @@
 """``generate_inputs``: ``generate()`` keeps its growing token bookkeeping on the CPU on Neuron.
 
-Gap (research/neuron_gaps.md §3.7): callers move prompts onto the model's device before
+Gap (docs/gaps.md#generate_inputs): callers move prompts onto the model's device before
 ``generate`` (user code's ``.to(model.device)``, pipelines' ``_ensure_tensor_on_device``,
 pipelines/base.py:1205-1211, TRL's ``_prepare_inputs``, grpo_trainer.py:1859, rloo_trainer.py:1371).
 The decoding loop then grows ``input_ids`` and ``attention_mask`` by one column per token with
@@ -17,7 +17,9 @@ computing on them there (``torch.isin(..., device=device)``, grpo_trainer.py:188
 fields (scores, logits) stay where transformers put them (the inputs' device: the CPU). CPU inputs
 are untouched. A model whose own ``prepare_inputs_for_generation`` does not delegate to
 transformers' is left alone, since it may not move the inputs back. With a transformers that lacks
-step 6 nothing is moved and the patch reports itself inactive. Trade-off (transformers' own
+step 6 nothing is moved and the patch reports itself inactive. Stands down when
+``GenerationMixin.generate`` itself decides about Neuron inputs (its source names ``neuron``).
+Trade-off (transformers' own
 design): the fp32 logits of one step, ``[batch, vocab]``, cross to the host every step.
 
 Example::
@@ -53,7 +55,10 @@ class GenerateInputs(Patch):
             self.state, self.detail = "inactive", "this transformers cannot generate from CPU inputs (needs >= 5.15)"
             self.warn("generate inputs stay where callers put them: %s", self.detail)
             return False
-        self.replace(mixin, "generate", self._wrap_generate(mixin.__dict__["generate"]))
+        generate = mixin.__dict__["generate"]
+        if "neuron" in inspect.getsource(generate):
+            return False
+        self.replace(mixin, "generate", self._wrap_generate(generate))
         return True
 
     def _wrap_generate(self, original: Callable[..., Any]) -> Callable[..., Any]:

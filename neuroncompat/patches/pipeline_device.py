@@ -6,7 +6,7 @@ accelerators (mlu/musa/cuda/npu/hpu/xpu/mps) that has no Neuron branch and falls
 ``torch.device("cpu")`` (:857-874); the model is then moved to the CPU (:880-888). So
 ``pipeline("text-generation", model=...)`` and ``pipeline(..., device=0)`` run on the CPU with no
 message, although the docstring promises the first accelerator (pipelines/__init__.py:885-889).
-``device="cuda"`` fails with "Torch not compiled with CUDA enabled" (research/neuron_gaps.md §3.8).
+``device="cuda"`` fails with "Torch not compiled with CUDA enabled" (docs/gaps.md#pipeline_device).
 
 Fix: wrap ``Pipeline.__init__`` (every task pipeline calls it). On Neuron, for a model without
 ``hf_device_map``: ``device=None`` -> the NeuronCore the model already sits on, else the

@@ -1,6 +1,6 @@
 """``precision``: fp16 requests become bf16 on Neuron, and ``tf32=True`` is dropped.
 
-Gap (research/neuron_gaps.md §3.11):
+Gap (docs/gaps.md#precision):
 - ``TrainingArguments(fp16=True)`` passes transformers' validation (training_args.py:1776-1785
   checks only bf16), then ``Accelerator.__init__`` raises "fp16 mixed precision requires a device
   in ('xpu', 'cuda', ...) (not 'neuron')" (accelerate/accelerator.py:565-575). The same happens
@@ -19,8 +19,10 @@ Fix, on Neuron with CUDA unavailable (``use_cpu=True`` / ``cpu=True`` are left a
 - wrap ``torch.autocast.__init__``: on ``"neuron"``, float16 (explicit or PyTorch's default) ->
   bfloat16.
 Feature-detected: the ``TrainingArguments``/``Accelerator`` parts stand down when accelerate
-accepts fp16 on Neuron and ``is_torch_tf32_available`` knows Neuron. The autocast part is a
-Neuron hardware preference, not an upstream gap, so it always applies.
+accepts fp16 on Neuron and ``is_torch_tf32_available`` knows Neuron; the autocast part stands down
+when PyTorch's autocast dtype for the ``neuron`` device is already bfloat16 once torch is loaded
+(torch-neuronx, autoloaded by ``import torch``, may set it with ``torch.set_autocast_dtype``); an
+explicit ``dtype=torch.float16`` is then the user's choice and kept.
 
 Example::
 
@@ -62,10 +64,20 @@ def _tf32_raises_on_neuron() -> bool:
     return "neuron" not in inspect.getsource(import_utils.is_torch_tf32_available)
 
 
+def _autocast_defaults_to_fp16(torch: ModuleType) -> bool:
+    """PyTorch's autocast dtype for ``neuron`` is float16 (its PrivateUse1 default), or unknown yet."""
+    try:
+        return torch.get_autocast_dtype("neuron") != torch.bfloat16
+    except RuntimeError:  # the neuron device is not registered yet: assume PyTorch's default
+        return True
+
+
 class Precision(Patch):
     id = "precision"
     reason = "fp16 and tf32 raise on Neuron (accelerate has no fp16 path for it): use bf16, drop tf32"
-    targets = ("transformers.training_args", "accelerate.accelerator", "torch.amp.autocast_mode")
+    # "torch", not "torch.amp.autocast_mode": the neuron device (and its autocast dtype) exists only
+    # once torch has finished importing, which is when torch-neuronx's autoload runs.
+    targets = ("transformers.training_args", "accelerate.accelerator", "torch")
 
     def patch_module(self, name: str, module: ModuleType) -> bool:
         if name == "transformers.training_args":
@@ -81,7 +93,9 @@ class Precision(Patch):
             cls = module.Accelerator
             self.replace(cls, "__init__", self._wrap_accelerator(cls.__dict__["__init__"]))
             return True
-        cls = module.autocast
+        if not _autocast_defaults_to_fp16(module):
+            return False
+        cls = module.amp.autocast_mode.autocast
         self.replace(cls, "__init__", self._wrap_autocast(cls.__dict__["__init__"]))
         return True
 

@@ -15,7 +15,7 @@ the caller is dropped with a WARNING that the weights now load unquantized, in t
 caller asked for (``dtype=torch.bfloat16`` is the Neuron choice): about 4x (4-bit) or 2x (8-bit)
 the memory of the quantized model. Never silent. Other quantization methods and checkpoints that
 are already bnb-quantized (their weights cannot be loaded without bitsandbytes) are left to
-transformers. Stands down when transformers' bnb quantizers mention Neuron.
+transformers. Stands down when both bnb quantizers' ``validate_environment`` know Neuron.
 
 Example::
 
@@ -49,7 +49,8 @@ class Quantization(Patch):
     def patch_module(self, name: str, module: ModuleType) -> bool:
         from transformers.quantizers import quantizer_bnb_4bit, quantizer_bnb_8bit
 
-        if all("neuron" in inspect.getsource(m) for m in (quantizer_bnb_4bit, quantizer_bnb_8bit)):
+        quantizers = (quantizer_bnb_4bit.Bnb4BitHfQuantizer, quantizer_bnb_8bit.Bnb8BitHfQuantizer)
+        if all("neuron" in inspect.getsource(quantizer.validate_environment) for quantizer in quantizers):
             return False
         self.replace(module, "get_hf_quantizer", self._wrap(module.get_hf_quantizer))
         return True

@@ -6,7 +6,7 @@ dtype. Under bf16 autocast with an fp32 model (TRL's default: fp32 weights, ``bf
 ``values.index_copy_`` fails: "index_copy_(): self and source expected to have the same dtype".
 Chunked prefill (``prefill_chunk_size``) allocates both with the model dtype through
 ``early_initialization`` and fails the same way, still in transformers 5.24
-(research/neuron_gaps.md §3.3).
+(docs/gaps.md#static_cache).
 
 Fix:
 - ``StaticLayer.update`` (and every subclass that overrides it) on Neuron sizes the cache in the
@@ -17,6 +17,8 @@ Fix:
 - TRL ``GRPOConfig``/``RLOOConfig`` with ``cache_implementation="static"`` and no dtype in
   ``model_init_kwargs`` load the model in bf16, as the TRL Trainium guide recommends. An explicit
   dtype is kept.
+Both parts stand down when ``StaticLayer.lazy_initialization`` allocates the values in the value
+dtype and ``Cache.early_initialization`` no longer takes one ``dtype`` for keys and values.
 
 Example::
 
@@ -46,6 +48,14 @@ def _static_layers(cache_utils: ModuleType) -> list[type]:
     return found
 
 
+def _dtype_gap(cache_utils: ModuleType) -> bool:
+    """The static cache still allocates K and V in one dtype, lazily or ahead of time."""
+    lazy_fixed = "value_states.dtype" in inspect.getsource(cache_utils.StaticLayer.lazy_initialization)
+    # Ahead-of-time allocation (chunked prefill) takes one dtype for K and V, still in 5.24.
+    early_single_dtype = "dtype" in inspect.signature(cache_utils.Cache.early_initialization).parameters
+    return not lazy_fixed or early_single_dtype
+
+
 class StaticCache(Patch):
     id = "static_cache"
     reason = "static KV cache under bf16 autocast gets K and V in different dtypes (TRL #7664): keep one dtype, bf16"
@@ -58,13 +68,9 @@ class StaticCache(Patch):
 
     # -- the cache ----------------------------------------------------------------------------
     def _patch_cache(self, cache_utils: ModuleType) -> bool:
-        layers = _static_layers(cache_utils)
-        fixed_lazy = "value_states.dtype" in inspect.getsource(cache_utils.StaticLayer.lazy_initialization)
-        # Ahead-of-time allocation (chunked prefill) still uses one dtype for K and V, even in 5.24.
-        has_early_allocation = hasattr(cache_utils.StaticLayer, "early_initialization")
-        if fixed_lazy and not has_early_allocation:
+        if not _dtype_gap(cache_utils):
             return False
-        for cls in layers:
+        for cls in _static_layers(cache_utils):
             self.replace(cls, "update", self._wrap_update(cls.__dict__["update"]))
         return True
 
@@ -100,6 +106,10 @@ class StaticCache(Patch):
 
     # -- TRL configs ----------------------------------------------------------------------
     def _patch_trl_config(self, config_cls: type) -> bool:
+        from transformers import cache_utils
+
+        if not _dtype_gap(cache_utils):  # the bf16 model only works around the cache's dtype gap
+            return False
         original = config_cls.__dict__["__post_init__"]
         patch = self
 

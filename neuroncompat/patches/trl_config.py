@@ -1,8 +1,8 @@
 """``trl_config``: CUDA-only choices in TRL configs (often from CLI flags or YAML) are normalised.
 
 Gap: TRL's scripts (``trl sft ...``) and YAML recipes carry CUDA choices as plain values that
-no codemod sees, and on Neuron each fails or defeats static shapes (research/neuron_gaps.md
-§3.18, cuda_patterns.md §6; all reproduced on the simulator by the tests):
+no codemod sees, and on Neuron each fails or defeats static shapes (docs/gaps.md#trl_config;
+all reproduced on the simulator by the tests):
 - ``optim="paged_adamw_8bit"`` and every bitsandbytes / paged / 8-bit optimizer: "You need to
   install `bitsandbytes`" (bitsandbytes has no Neuron build).
 - ``use_liger_kernel=True``: liger's kernels are Triton (CUDA/ROCm) kernels.
@@ -24,7 +24,8 @@ False; ``padding_free`` -> False; packing with a padding-free strategy (``bfd``,
 ``torch_compile_mode`` -> None (with ``torch_compile=True`` kept, since a mode implies it);
 ``ddp_backend="nccl"`` -> None. Every change is logged; values that can work are kept. This
 wraps TRL's base rather than ``TrainingArguments.__post_init__``, which the ``precision`` patch
-wraps, so each patch's revert restores exactly its own wrapper.
+wraps, so each patch's revert restores exactly its own wrapper. Stands down when
+``_BaseConfig.__post_init__`` handles Neuron itself (its source names ``neuron``).
 
 Example::
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from types import ModuleType
 from typing import Any, Callable
 
@@ -60,7 +62,10 @@ class TrlConfig(Patch):
 
     def patch_module(self, name: str, module: ModuleType) -> bool:
         cls = module._BaseConfig
-        self.replace(cls, "__post_init__", self._wrap_post_init(cls.__dict__["__post_init__"]))
+        original = cls.__dict__["__post_init__"]
+        if "neuron" in inspect.getsource(original):
+            return False
+        self.replace(cls, "__post_init__", self._wrap_post_init(original))
         return True
 
     def _wrap_post_init(self, original: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,6 +1,6 @@
 """``visible_cores``: an unaligned ``NEURON_RT_VISIBLE_CORES`` fails at once, with the valid choices.
 
-Gap (research/neuron_gaps.md §3.5): under the default logical-core size (LNC=2,
+Gap (docs/gaps.md#visible_cores): under the default logical-core size (LNC=2,
 ``NEURON_LOGICAL_NC_CONFIG`` unset or 2) the runtime only accepts sets of aligned physical-core
 pairs ``{2k, 2k+1}``. accelerate copies ``--gpu_ids`` verbatim into the variable
 (accelerate/utils/launch.py:149-150, :274-275, :546-547), so ``accelerate launch --gpu_ids 1,2``
@@ -13,9 +13,9 @@ there; the tests check the validation itself.
 Fix: at ``import neuroncompat`` (environment only, before torch), parse the variable (commas and
 ranges). An unaligned set under LNC=2, or an unparsable value, raises :class:`VisibleCoresError`
 naming aligned choices (``0,1``, ``2,3``, ``0-3``). It is never rewritten: that would silently
-change which cores run. It derives from ``SystemExit`` on purpose: the shim keeps a *broken* patch
-from breaking a script by catching ``Exception``, but a bad core set must stop the script with
-this message rather than later in the runtime. ``CUDA_VISIBLE_DEVICES`` set without
+change which cores run. The error is raised through ``Patch.fail`` (a :class:`PatchError`, the
+shim's declared fail-fast): a bad core set must stop the script with this message at
+``import neuroncompat`` (exit status 1) rather than later in the runtime. ``CUDA_VISIBLE_DEVICES`` set without
 ``NEURON_RT_VISIBLE_CORES``: a warning with the translation (GPU ``i`` -> cores ``2i, 2i+1``
 under LNC=2, core ``i`` under LNC=1).
 
@@ -23,21 +23,22 @@ Example::
 
     NEURON_RT_VISIBLE_CORES=1,2 python train.py
     # before: a runtime error when torch initialises Neuron
-    # after:  VisibleCoresError: ... 1,2 is not a set of aligned core pairs ... use 0,1 or 2,3 or 0-3
+    # after:  neuroncompat [visible_cores]: NEURON_RT_VISIBLE_CORES=1,2 is not a set of aligned core pairs ...
+    #         Use 0,1 or 2,3 (one logical core each), 0-3 (two), or set NEURON_LOGICAL_NC_CONFIG=1.
 """
 
 from __future__ import annotations
 
 import os
 
-from neuroncompat.patch import Patch
+from neuroncompat.patch import Patch, PatchError
 
 ENV = "NEURON_RT_VISIBLE_CORES"
 LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
 CUDA_ENV = "CUDA_VISIBLE_DEVICES"
 
 
-class VisibleCoresError(SystemExit):
+class VisibleCoresError(PatchError):
     """``NEURON_RT_VISIBLE_CORES`` names a set the Neuron runtime will reject."""
 
 
@@ -67,6 +68,7 @@ def _lnc() -> int:
 class VisibleCores(Patch):
     id = "visible_cores"
     reason = "NEURON_RT_VISIBLE_CORES must be aligned core pairs under LNC=2: fail early with the valid choices"
+    error = VisibleCoresError
 
     def activate(self) -> None:
         value = os.environ.get(ENV)
@@ -79,14 +81,14 @@ class VisibleCores(Patch):
         try:
             cores = sorted(set(parse_cores(value)))
         except ValueError as exc:
-            raise VisibleCoresError(f"neuroncompat: {ENV}={value!r} is not a core list ({exc}); use e.g. 0,1 or 2,3 or 0-3") from None
+            self.fail(f"{ENV}={value!r} is not a core list ({exc}); use e.g. 0,1 or 2,3 or 0-3")
         if _lnc() != 2:
             return
         unpaired = [c for c in cores if (c ^ 1) not in cores]
         if unpaired:
             choices = sorted({f"{2 * (c // 2)},{2 * (c // 2) + 1}" for c in cores})
-            raise VisibleCoresError(
-                f"neuroncompat: {ENV}={value} is not a set of aligned core pairs: with {LNC_ENV} unset or 2 each logical "
+            self.fail(
+                f"{ENV}={value} is not a set of aligned core pairs: with {LNC_ENV} unset or 2 each logical "
                 f"NeuronCore is the physical pair 2k,2k+1, and {', '.join(map(str, unpaired))} lack their partner. "
                 f"Use {' or '.join(choices)} (one logical core each), 0-3 (two), or set {LNC_ENV}=1. "
                 "(accelerate launch --gpu_ids copies its value into this variable verbatim.)"

@@ -1,6 +1,6 @@
 """``vllm``: ``use_vllm=True`` fails at once on Neuron, or falls back to transformers generation.
 
-Gap (research/neuron_gaps.md §3.6): TRL's online trainers generate with vLLM when
+Gap (docs/gaps.md#vllm): TRL's online trainers generate with vLLM when
 ``use_vllm=True`` (``GRPOConfig.use_vllm``, grpo_config.py:587; RLOO and distillation likewise).
 Colocate mode needs vLLM in-process (``VLLMGeneration._init_vllm`` raises ``ImportError`` without
 it, trl/generation/vllm_generation.py:294-298), and vLLM's Neuron build brings its own runtime
@@ -16,6 +16,8 @@ Fix: wrap ``GRPOTrainer.__init__``, ``RLOOTrainer.__init__`` and ``DistillationT
 ``cache_implementation="static"`` (Neuron compiles a static cache once; the ``static_cache``
 patch keeps its dtypes consistent), with a WARNING. The trainers are wrapped rather than the
 configs because ``static_cache`` and ``trl_config`` already wrap those configs' ``__post_init__``.
+Stands down when TRL's ``VLLMGeneration._init_vllm``, where every trainer starts vLLM, has a
+Neuron path (its source names ``neuron``).
 
 Example::
 
@@ -26,6 +28,7 @@ Example::
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from types import ModuleType
 from typing import Any, Callable
@@ -50,6 +53,10 @@ class Vllm(Patch):
     targets = tuple(_TRAINERS)
 
     def patch_module(self, name: str, module: ModuleType) -> bool:
+        from trl.generation.vllm_generation import VLLMGeneration
+
+        if "neuron" in inspect.getsource(VLLMGeneration._init_vllm):
+            return False
         cls = getattr(module, _TRAINERS[name])
         self.replace(cls, "__init__", self._wrap_init(cls.__dict__["__init__"]))
         return True

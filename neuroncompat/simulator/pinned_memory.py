@@ -5,7 +5,7 @@ the current accelerator's hooks for a pinned-memory allocator. A Python PrivateU
 cannot register one (``torch._C._acc.PrivateUse1Hooks`` exposes no allocator hook), so while the
 simulator is on, ``Tensor.pin_memory`` returns the CPU tensor itself: page-locking changes
 transfer speed, never values. Whether torch-neuronx's allocator pins is a question for hardware
-(research/neuron_gaps.md §3.18); the simulator assumes it does.
+(docs/gaps.md, "Other facts"); the simulator assumes it does.
 
 DDP with ``find_unused_parameters=True`` (the Trainer's default for models that are not a
 ``PreTrainedModel``, such as a PEFT LoRA model) copies its used-parameter map through pinned
