@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from migrate.registry import Rule, all_rules
+from migrate.registry import Rule
+from migrate.rule_families import all_rules
 
 FAMILIES = {
     "NM1": "Device placement and the `torch.cuda` API",

@@ -1,8 +1,10 @@
-"""The rule registry: every rewrite or TODO the codemod can emit is a registered `Rule`.
+"""What a rule is (`Rule`) and which rules are on (`Selection`).
 
 Rules are data (id, summary, rationale, examples) so that `--explain`, `docs/rules.md` and
-`--select/--ignore` all read the same source of truth; the code that applies them lives in
-`migrate/rules/<family>.py` and refers to them by id.
+`--select/--ignore` all read the same source of truth. Each family module declares its rules in
+a module-level `RULES` tuple next to the hooks that apply them and refer to them by id;
+`migrate.rule_families` lists the family modules. This module imports none of them, so a family
+can import it without an import loop.
 """
 
 from __future__ import annotations
@@ -31,35 +33,6 @@ class Rule:
     def family(self) -> str:
         """The id prefix that groups rules: NM1, NM2, ..., NM9."""
         return self.id[:3]
-
-
-_RULES: dict[str, Rule] = {}
-
-
-def register(rule: Rule) -> Rule:
-    """Add a rule; ids are unique and stable, so a duplicate is a programming error."""
-    if rule.id in _RULES:
-        raise ValueError(f"duplicate rule id {rule.id}")
-    _RULES[rule.id] = rule
-    return rule
-
-
-def _load() -> None:
-    """Import the modules whose import registers rules: the Python families and NM8xx."""
-    import migrate.configs.catalog  # noqa: F401
-    import migrate.rules  # noqa: F401
-
-
-def all_rules() -> list[Rule]:
-    """All registered rules in id order."""
-    _load()
-    return [_RULES[k] for k in sorted(_RULES)]
-
-
-def get_rule(rule_id: str) -> Rule | None:
-    """Look a rule up by exact id, case-insensitively."""
-    _load()
-    return _RULES.get(rule_id.upper())
 
 
 @dataclass(frozen=True)

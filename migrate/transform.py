@@ -1,6 +1,6 @@
 """The one traversal: a libcst transformer that runs every enabled rule hook on every node.
 
-Besides dispatching to the rule hooks (`migrate.rules.base.HOOKS`) it owns the cross-cutting
+Besides dispatching to the rule hooks (`migrate.rule_families.HOOKS`, in family order) it owns the cross-cutting
 mechanics: import tracking for name resolution, statement frames (so `# neuron-migrate: skip`
 can discard a statement's rewrites and TODO comments can be attached above it), and the use
 counting behind the generate-only data flow.
@@ -11,10 +11,10 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.context import FileContext, Frame
-from migrate.rules.base import HOOKS, method_of
+from migrate.markers import SKIP_MARKER, TODO_PREFIX
+from migrate.rule_families import HOOKS
+from migrate.rules.base import method_of
 
-SKIP_MARKER = "neuron-migrate: skip"
-TODO_PREFIX = "# TODO(neuron-migrate "
 
 # Exact-type sets: libcst node classes are ABCs, and `isinstance` against ABCs dominated the
 # profile of the traversal; concrete libcst node types are never subclassed.

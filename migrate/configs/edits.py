@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from migrate.engine import Finding
 from migrate.registry import Selection
-from migrate.transform import SKIP_MARKER, TODO_PREFIX
+from migrate.markers import SKIP_MARKER, TODO_PREFIX
 
 _TAG = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\)")
 

@@ -29,9 +29,13 @@ from typing import TypeVar
 import libcst as cst
 
 from migrate.context import FileContext
+from migrate.markers import SKIP_MARKER
 from migrate.names import dotted
+from migrate.registry import Rule
 from migrate.rules.base import on
 from migrate.rules.legacy_todos import attach, leftover_rule
+
+RULES: tuple[Rule, ...] = ()  # no rules of its own: its hooks prune what the Optimum Neuron and torch_xla families mark
 
 ROOTS = ("optimum.neuron", "torch_xla")
 _MENTION = re.compile(r"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b")
@@ -196,7 +200,6 @@ def _removal(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
 
 def _skipped(stmt: cst.CSTNode) -> bool:
     """True for a statement the user marked `# neuron-migrate: skip` (on it or on the line above)."""
-    from migrate.transform import SKIP_MARKER  # the engine imports the rules: import late
 
     return SKIP_MARKER in code(stmt)
 
