@@ -18,10 +18,16 @@ FAMILIES = {
 }
 
 
+def safety_text(rule: Rule) -> str:
+    """`safe` or `unsafe: <how it changes behaviour>`, as `--explain` and the reports show it."""
+    return f"unsafe: {rule.safety_reason}" if rule.safety == "unsafe" else "safe"
+
+
 def explain(rule: Rule) -> str:
     """One rule as Markdown."""
     return (
         f"## {rule.id} `{rule.name}`\n\n{rule.summary}\n\n{rule.rationale}\n\n"
+        f"Fix safety: {safety_text(rule)}.\n\n"
         f"Before:\n\n```{rule.language}\n{rule.before}```\n\nAfter:\n\n```{rule.language}\n{rule.after}```\n"
     )
 
@@ -36,6 +42,10 @@ def rules_markdown() -> str:
         "`# neuron-migrate: skip` on a line (or the line above a statement) leaves that "
         "statement alone; `# neuron-migrate: skip-file` anywhere leaves the file alone. On a "
         "compound statement's header line (`if`, `with`, `def`) it skips the whole block.\n\n",
+        "Fix safety, as in ruff: a *safe* rule keeps what the script does (a device or API renamed to "
+        "its Neuron equivalent, a TODO comment); an *unsafe* one changes behaviour a reviewer should "
+        "check (numerics, the data a run sees, memory, shapes), and says how. `--explain`, the JSON "
+        "and SARIF reports show it for every rule.\n\n",
         "Names are resolved through the file's imports (`import torch as T`, `from torch import "
         "cuda`); rebinding an imported name by assignment is not tracked. `import neuroncompat` "
         "is added to migrated entry scripts: files with a module-level `if __name__ == "
@@ -43,10 +53,10 @@ def rules_markdown() -> str:
         "`.from_pretrained(`, `.backward(`, `.fit(` or runs a top-level loop.\n\n",
     ]
     rules = all_rules()
-    out.append("| id | name | summary |\n|---|---|---|\n")
+    out.append("| id | name | fix safety | summary |\n|---|---|---|---|\n")
     for rule in rules:
         summary = rule.summary.replace("|", "\\|")
-        out.append(f"| [{rule.id}](#{rule.id.lower()}-{rule.name}) | `{rule.name}` | {summary} |\n")
+        out.append(f"| [{rule.id}](#{rule.id.lower()}-{rule.name}) | `{rule.name}` | {rule.safety} | {summary} |\n")
     current = None
     for rule in rules:
         if rule.family != current:

@@ -10,6 +10,9 @@ can import it without an import loop.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+Safety = Literal["safe", "unsafe"]
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,11 @@ class Rule:
 
     `before`/`after` are small, complete examples of a `language` file; `docs/rules.md` and
     `--explain` show them, and a test migrates `before` and checks it yields `after`.
+
+    `safety` is the fix safety, as in ruff: "safe" when the rewrite keeps what the script does
+    (a device or API renamed to its Neuron equivalent, a TODO comment), "unsafe" when it changes
+    behaviour a reviewer should look at (numerics, data seen, memory, shapes); `safety_reason`
+    says how, in one line, and is required exactly for unsafe rules.
     """
 
     id: str
@@ -26,8 +34,18 @@ class Rule:
     rationale: str
     before: str
     after: str
+    safety: Safety
+    safety_reason: str = ""
     todo: bool = False  # True for rules that annotate instead of rewriting (all NM9xx)
     language: str = "python"  # the kind of file the examples are: python, yaml, shell
+
+    def __post_init__(self) -> None:
+        if self.safety not in ("safe", "unsafe"):
+            raise ValueError(f"{self.id}: safety must be 'safe' or 'unsafe', not {self.safety!r}")
+        if (self.safety == "unsafe") != bool(self.safety_reason):
+            raise ValueError(f"{self.id}: an unsafe rule needs a one-line safety_reason, a safe one none")
+        if "\n" in self.safety_reason:
+            raise ValueError(f"{self.id}: safety_reason must be one line")
 
     @property
     def family(self) -> str:

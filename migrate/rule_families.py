@@ -12,8 +12,10 @@ Each entry is a module with a `RULES` tuple (possibly empty for the shared-hook 
 - `legacy_todos` (NM910-NM920) and `configs.catalog` (NM8xx, applied by the YAML/shell migrators)
   carry rules only.
 
-To add a rule: declare it in its family module's `RULES`; to add a family: write the module
-and list it here. `tests/migrate/test_registry.py` pins the rule ids.
+To add a rule: append a `Rule(...)` (with its fix `safety`, and `safety_reason` when unsafe) to
+its family module's `RULES` and check `ctx.enabled(<id>)` in the hook that applies it; to add a
+family: write the module (`RULES` plus `@on` hooks) and list it here. `tests/migrate/test_registry.py`
+pins the rule ids, the unsafe ones and the hook order.
 """
 
 from __future__ import annotations

@@ -31,9 +31,11 @@ TODO_TEXT = {
 
 
 def _rule(id: str, name: str, language: str, summary: str, rationale: str, before: str, after: str,
-          todo: bool = False) -> Rule:
+          todo: bool = False, safety_reason: str = "") -> Rule:
+    """A config/launcher rule; it changes behaviour (is unsafe) exactly when a `safety_reason` says how."""
     return Rule(id=id, name=name, summary=summary, rationale=rationale, before=before, after=after,
-                todo=todo, language=language)
+                safety="unsafe" if safety_reason else "safe", safety_reason=safety_reason, todo=todo,
+                language=language)
 
 
 def _todo(rule_id: str, text: str) -> str:
@@ -58,6 +60,7 @@ RULES: tuple[Rule, ...] = (
         "`fp16: false` and `bf16: true`).",
         "distributed_type: MULTI_NEURON\nmixed_precision: fp16\nnum_processes: 2\n",
         "distributed_type: MULTI_NEURON\nmixed_precision: bf16\nnum_processes: 2\n",
+        safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics and loss curves change",
     ),
     _rule(
         "NM803", "visible-cores", "shell",
@@ -108,6 +111,7 @@ RULES: tuple[Rule, ...] = (
         "weight memory), as NM209 does for Python, and the NM908 TODO above the key says so.",
         "model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: true\noutput_dir: out\n",
         "model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: false\noutput_dir: out\n",
+        safety_reason="the model loads unquantized in bf16: about 2-4x the weight memory, and numerics differ",
     ),
     _rule(
         "NM807", "config-no-vllm", "yaml",
@@ -116,6 +120,7 @@ RULES: tuple[Rule, ...] = (
         "`model.generate`, and a static cache keeps its shapes fixed for the compiler (NM303 in Python).",
         "output_dir: out\nuse_vllm: true\nvllm_mode: colocate\n",
         "output_dir: out\nuse_vllm: false\ncache_implementation: static\nvllm_mode: colocate\n",
+        safety_reason="generation moves from vLLM to `model.generate`: slower, and sampled completions differ",
     ),
     _rule(
         "NM808", "config-drift-keys", "yaml",
@@ -129,6 +134,7 @@ RULES: tuple[Rule, ...] = (
         "anchor, gets a TODO instead. When the new key is set too, a TODO asks which to keep.",
         "output_dir: out\nevaluation_strategy: steps\noverwrite_output_dir: true  # reruns\nmax_seq_length: 2048\n",
         "output_dir: out\neval_strategy: steps\nmax_length: 2048\n",
+        safety_reason="removed keys (`logging_dir`, `max_prompt_length`, ...) no longer take effect",
     ),
     _rule(
         "NM809", "config-no-tf32", "yaml",
@@ -146,6 +152,7 @@ RULES: tuple[Rule, ...] = (
         "`--bf16` are left alone.",
         "accelerate launch --mixed_precision fp16 train.py --fp16\n",
         "accelerate launch --mixed_precision bf16 train.py --bf16\n",
+        safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics and loss curves change",
     ),
     _rule(
         "NM811", "deepspeed-launch", "shell",
@@ -164,6 +171,7 @@ RULES: tuple[Rule, ...] = (
         "after it now trains for real, which the report points out.",
         "MALLOC_ARENA_MAX=64 neuron_parallel_compile torchrun --nproc_per_node=2 train.py\n",
         "MALLOC_ARENA_MAX=64 torchrun --nproc_per_node=2 train.py\n",
+        safety_reason="the command after the prefix now trains for real instead of only extracting graphs",
     ),
     _rule(
         "NM813", "optimum-export", "shell",
@@ -209,6 +217,7 @@ RULES: tuple[Rule, ...] = (
         "`--tensor_parallel_size` stays.",
         "torchrun --nproc_per_node 32 train.py --do_train --tensor_parallel_size 8 --async_save --output_dir out\n",
         _todo("NM816", TODO_TEXT["NM816"].format(n="8")) + "torchrun --nproc_per_node 32 train.py --do_train --output_dir out\n",
+        safety_reason="the dropped Neuron-only features (ZeRO-1, async save, fused QKV, ...) no longer take effect",
     ),
     _rule(
         "NM817", "drift-launch-flags", "shell",
@@ -222,5 +231,6 @@ RULES: tuple[Rule, ...] = (
         "`max_seq_length` of their own. The same launch lines as NM816.",
         "torchrun train.py --do_train --evaluation_strategy steps --overwrite_output_dir --output_dir out\n",
         "torchrun train.py --do_train --eval_strategy steps --output_dir out\n",
+        safety_reason="removed flags (`--logging_dir`, `--max_prompt_length`, ...) no longer take effect",
     ),
 )

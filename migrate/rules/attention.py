@@ -13,6 +13,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM207",
         name="flash-attention",
+        safety="safe",
         summary="`attn_implementation=\"flash_attention_2\"` (and 3, kernels-community) -> `\"sdpa\"`.",
         rationale="FlashAttention kernels are CUDA-only. `sdpa` lowers to ATen scaled-dot-product "
         "attention, which TorchNeuron provides; it is also the transformers default. Keywords, "
@@ -24,6 +25,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM208",
         name="xformers",
+        safety="safe",
         summary="`*.enable_xformers_memory_efficient_attention()` calls are removed.",
         rationale="xformers is a CUDA kernel library; diffusers and transformers default to SDPA, "
         "so dropping the call keeps behaviour. An `if` body left empty becomes `pass`.",

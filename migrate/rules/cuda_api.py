@@ -17,6 +17,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM104",
         name="cuda-api",
+        safety="safe",
         summary="`torch.cuda.*` calls -> their `torch.neuron.*` or `torch.accelerator.*` equivalent.",
         rationale="transformers and accelerate already call `torch.neuron.is_available`, "
         "`device_count`, `set_device`, `current_device`, `manual_seed_all`, rng state, "

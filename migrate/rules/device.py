@@ -31,6 +31,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM101",
         name="cuda-method",
+        safety="safe",
         summary="`x.cuda()` -> `x.to(\"neuron\")`, keeping the index and `non_blocking`.",
         rationale="`.cuda()` only targets CUDA. `.to(\"neuron\")` moves to the current NeuronCore; "
         "an explicit index becomes `neuron:<i>`. The module `torch.cuda` is not a call and is left "
@@ -41,6 +42,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM102",
         name="device-literal",
+        safety="unsafe",
+        safety_reason='a `torch.Generator(device="cuda")` becomes a CPU generator, so seeded random streams differ',
         summary="`\"cuda\"`/`\"cuda:N\"`/`f\"cuda:{r}\"` in device positions -> `neuron`.",
         rationale="Device positions are `.to(...)`, `device=`, `torch.device(...)`, `map_location=`, "
         "assignments to device-named variables (`device`, `DEVICE`, `*_device`, `device_type`), "
@@ -57,6 +60,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM103",
         name="device-comparison",
+        safety="safe",
         summary="Comparisons of device values with `\"cuda\"` follow the renamed value.",
         rationale="Context rule 3: once `device = \"cuda\"` becomes `\"neuron\"`, `if device == \"cuda\"` "
         "would silently flip (nanoGPT turns autocast off, FastChat raises `Invalid device`). "
@@ -68,6 +72,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM105",
         name="device-map",
+        safety="unsafe",
+        safety_reason="a model that `auto` would have split or offloaded is placed whole on one NeuronCore per process",
         summary="`device_map` forms -> a NeuronCore: `\"neuron\"` in one process, per rank otherwise.",
         rationale="accelerate's `get_max_memory` has no Neuron branch, so `device_map=\"auto\"` "
         "(also balanced/sequential) loads every weight on CPU with no error. A single-process "
@@ -82,6 +88,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM106",
         name="device-ordinal",
+        safety="safe",
         summary="Integer device ordinals -> `neuron:<i>`; `pipeline(device=0)` -> `device=\"neuron\"`.",
         rationale="A bare int resolves through `torch.accelerator` at best; `pipeline(device=0)` "
         "silently runs on CPU on Neuron. `.to(local_rank)`, `.to(self.gpu_id)`, `.to(0)` are made "
@@ -92,6 +99,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM107",
         name="pipeline-device",
+        safety="safe",
         summary="`pipeline(...)` that loads a model and names no device gets `device=\"neuron\"`.",
         rationale="With no device, `pipeline()` resolves to CPU on Neuron (there is no neuron branch "
         "in pipelines/base.py). Only pipelines that load the model themselves (a string model id) "

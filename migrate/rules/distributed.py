@@ -13,6 +13,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM401",
         name="nccl-backend",
+        safety="safe",
         summary="Process-group backend `\"nccl\"` -> `\"neuron\"`.",
         rationale="`dist.init_process_group(backend=\"neuron\")` is the Neuron collective backend. "
         "The positional and keyword forms of `init_process_group`, `backend = \"nccl\"` constants "
@@ -24,6 +25,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM402",
         name="ddp-device-ids",
+        safety="unsafe",
+        safety_reason="DDP no longer moves inputs to the device itself: CPU inputs must be moved by the script",
         summary="`DistributedDataParallel(model, device_ids=[r], output_device=r)` -> `DistributedDataParallel(model)`.",
         rationale="`device_ids`/`output_device` are CUDA-oriented; the model already sits on its "
         "rank's NeuronCore, which DDP uses when no ids are given.",
@@ -33,6 +36,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM403",
         name="ddp-backend-arg",
+        safety="safe",
         summary="Drop `ddp_backend=\"nccl\"` from TrainingArguments and TRL configs.",
         rationale="accelerate's Neuron branch sets `backend=\"neuron\"` itself; an explicit nccl "
         "would be wrong on Trainium and is dropped for clarity.",

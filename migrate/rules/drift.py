@@ -63,12 +63,22 @@ _RENAMES = [
      'args = GRPOConfig(output_dir="out", max_prompt_length=256)\n',
      'args = GRPOConfig(output_dir="out")\n'),
 ]
+# The renames above that change what a run does, and how (the others keep behaviour: fix safety "safe").
+_CHANGES_BEHAVIOUR = {
+    "NM703": "logs go to the integrations' default directory instead of `logging_dir`",
+    "NM708": "prompts are no longer truncated separately from the full sequence",
+}
+
 RULES: tuple[Rule, ...] = (
-    *(Rule(id=rule_id, name=name, summary=summary, rationale=rationale, before=before, after=after)
+    *(Rule(id=rule_id, name=name, summary=summary, rationale=rationale, before=before, after=after,
+           safety="unsafe" if rule_id in _CHANGES_BEHAVIOUR else "safe",
+           safety_reason=_CHANGES_BEHAVIOUR.get(rule_id, ""))
       for rule_id, name, summary, rationale, before, after in _RENAMES),
     Rule(
         id="NM709",
         name="removed-field-reads",
+        safety="unsafe",
+        safety_reason="`overwrite_output_dir` reads `True`, so checkpoint detection on it no longer resumes",
         summary="Reads of removed fields on a known training-arguments object: renamed fields read the new one, "
         "`overwrite_output_dir` reads `True`.",
         rationale="A script that parses `TrainingArguments` and then reads `training_args.overwrite_output_dir` "
@@ -91,6 +101,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM921",
         name="removed-field-read",
+        safety="safe",
         summary="TODO: a read of a removed training-arguments field with no same-valued replacement.",
         rationale="`logging_dir`, `warmup_ratio`, `use_mps_device` (transformers 5) and `max_prompt_length` "
         "(TRL 1.x) have no field holding the same value, so the read raises AttributeError and needs a "

@@ -20,6 +20,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM301",
         name="generate-inputs-on-cpu",
+        safety="safe",
         summary="Drop `.to(device)`/`.cuda()` on tensors that only flow into `generate()`.",
         rationale="transformers moves generate inputs to the model's device right before each "
         "forward so that Neuron callers can keep them on CPU; a growing input tensor on the device "
@@ -34,6 +35,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM302",
         name="static-cache",
+        safety="safe",
         summary="`model.generate(...)` gets `cache_implementation=\"static\"`.",
         rationale="With a dynamic cache every decode step has a new shape and compiles a new graph. "
         "A static cache keeps one shape, and transformers auto-compiles it for Neuron. Calls that "
@@ -45,6 +47,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM303",
         name="pad-prompts",
+        safety="unsafe",
+        safety_reason="prompts get up to 127 more pad tokens: shapes change, outputs match only where padding is "
+        "masked",
         summary="Prompts tokenized for `generate()` are padded to a multiple of 128 (left side).",
         rationale="Each distinct prompt length is a distinct prefill graph. `padding=True, "
         "pad_to_multiple_of=128` buckets lengths (it pads even a single prompt); decoder-only "
@@ -59,6 +64,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM304",
         name="no-vllm-generation",
+        safety="unsafe",
+        safety_reason="generation moves from vLLM to `model.generate`: slower, and sampled completions differ",
         summary="`GRPOConfig(use_vllm=True, vllm_*=...)` -> `use_vllm=False, cache_implementation=\"static\"`.",
         rationale="vLLM does not run on TorchNeuron; TRL's online trainers fall back to "
         "`model.generate`, which needs a static cache to compile once. The `vllm_*` settings are "

@@ -118,7 +118,8 @@ MESSAGES = {rule_id: entry[3] for rule_id, entry in _TODOS.items()}
 RULES: tuple[Rule, ...] = tuple(
     Rule(
         id=_id, name=_name, summary=f"TODO: {_title}.", rationale=_why, before=_before,
-        after=_AFTER[_id].replace("{t}", f"# TODO(neuron-migrate {_id}): {_message}\n"), todo=True,
+        after=_AFTER[_id].replace("{t}", f"# TODO(neuron-migrate {_id}): {_message}\n"), safety="safe",
+        todo=True,
     )
     for _id, (_name, _title, _why, _message, _before) in _TODOS.items()
 )

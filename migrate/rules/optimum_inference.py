@@ -26,6 +26,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM511",
         name="neuron-model-classes",
+        safety="unsafe",
+        safety_reason="export shapes and compiler options are dropped; the model runs in the export dtype on `neuron`",
         summary="Inference `NeuronModelForXxx.from_pretrained(..., export=True, ...)` -> `AutoModelForXxx` on `device_map=\"neuron\"` in bf16.",
         rationale="Every traced or NxD Optimum model class has a transformers auto class that loads "
         "the same checkpoint; TorchNeuron compiles it on first use, so `export`, the export shapes "
@@ -43,6 +45,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM512",
         name="export-shapes",
+        safety="safe",
         summary="Export shapes stay static: decoders get a static cache of `max_cache_len = sequence_length`.",
         rationale="`sequence_length` bounded prompt plus generated tokens of a compiled decoder; a "
         "static KV cache of that length keeps one decode graph (transformers compiles it for the "
@@ -59,6 +62,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM513",
         name="neuron-export-api",
+        safety="unsafe",
+        safety_reason="export shapes and compiler options are dropped; the model is loaded natively instead",
         summary="0.4.x `get_neuron_config(...)` + `export(...)` -> `AutoModelForCausalLM.from_pretrained(...)`.",
         rationale="From 0.4 Optimum decoders are exported with `cfg = NeuronModelForCausalLM."
         "get_neuron_config(id, batch_size=, sequence_length=, tensor_parallel_size=)` and "
@@ -74,6 +79,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM514",
         name="encoder-inputs",
+        safety="unsafe",
+        safety_reason="inputs are padded to the export length, so per-token outputs have that length, on the device",
         summary="Encoder inputs are padded to the export `sequence_length` and moved to the model's device.",
         rationale="Optimum padded inputs of traced encoders to the compiled shape and took CPU "
         "tensors. Natively `tokenizer(..., padding=\"max_length\", max_length=sequence_length, "
@@ -90,6 +97,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM515",
         name="optimum-pipeline",
+        safety="unsafe",
+        safety_reason="the pipeline's model runs in bf16 on the NeuronCore, without Optimum's export options",
         summary="`optimum.neuron.pipeline(...)` -> `transformers.pipeline(..., device=\"neuron\", dtype=torch.bfloat16)`.",
         rationale="transformers' pipeline runs on the NeuronCore with `device=\"neuron\"` (without a "
         "device it runs on CPU on Neuron). `export`, `input_shapes`, `compiler_args` and "

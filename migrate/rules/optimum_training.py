@@ -25,6 +25,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM501",
         name="optimum-trainer",
+        safety="unsafe",
+        safety_reason="transformers' own classes replace Optimum's, whose Neuron-specific steps and defaults no "
+        "longer apply",
         summary="`NeuronTrainer`, `NeuronTrainingArguments`, `Seq2Seq*`, `NeuronHfArgumentParser` -> transformers.",
         rationale="Up to 0.3 these were thin subclasses of the transformers classes; from 0.4 they "
         "are standalone copies. transformers 5 runs on Neuron itself (`TrainingArguments` picks "
@@ -40,6 +43,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM502",
         name="optimum-sft",
+        safety="safe",
         summary="`NeuronSFTTrainer`/`NeuronSFTConfig` -> `trl.SFTTrainer`/`SFTConfig`, Optimum's defaults written out.",
         rationale="`NeuronSFTConfig` took four defaults from `NeuronTrainingArguments` that TRL 1.x "
         "sets differently (`learning_rate` 5e-5 vs 2e-5, `logging_steps` 500 vs 10, "
@@ -54,6 +58,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM503",
         name="neuron-training-fields",
+        safety="unsafe",
+        safety_reason="the dropped Neuron-only features (ZeRO-1, async save, fused QKV, ...) no longer take effect",
         summary="Drop Neuron-only fields from training arguments (`zero_1`, `async_save`, `fuse_qkv`, ...).",
         rationale="`TrainingArguments` rejects them (TypeError). Each dropped field is listed in the "
         "report with what replaces it; pipeline parallelism, sequence parallelism and ZeRO-1 master "
@@ -65,6 +71,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM504",
         name="neuron-accelerator",
+        safety="unsafe",
+        safety_reason="ZeRO-1 and Optimum's mixed-precision settings are dropped; precision becomes accelerate's bf16",
         summary="`NeuronAccelerator(...)` -> `Accelerator(mixed_precision=\"bf16\")`; NxD arguments dropped.",
         rationale="accelerate 1.15 detects Neuron (`MULTI_NEURON`, backend `neuron`, bf16 autocast "
         "on `device_type=\"neuron\"`). `trn_config` moves to the model's `from_pretrained` (NM505), "
@@ -76,6 +84,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM505",
         name="distributed-config",
+        safety="unsafe",
+        safety_reason="the data-parallel rest of the mesh becomes FSDP, which shards parameters and optimizer state",
         summary="`TrainingNeuronConfig`/`ModelParallelismPlugin`/`tensor_parallel_size` -> `DistributedConfig(tp_size, fsdp_size)`.",
         rationale="Native tensor parallelism is chosen at load time: `from_pretrained(..., "
         "distributed_config=DistributedConfig(tp_size=N, fsdp_size=WORLD_SIZE // N))`. Optimum's "
@@ -94,6 +104,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM506",
         name="training-model-classes",
+        safety="unsafe",
+        safety_reason="standard transformers modules replace the NxD layers and NKI kernels: speed and memory change",
         summary="`optimum.neuron.models.training` model classes -> transformers; the `trn_config` argument moves.",
         rationale="The custom training models (NxD layers, NKI flash attention) have no native "
         "counterpart and need none: `AutoModelForCausalLM` (or `LlamaForCausalLM`, "
@@ -108,6 +120,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM507",
         name="lazy-load",
+        safety="safe",
         summary="`with lazy_load_for_parallelism(...):` blocks are unwrapped.",
         rationale="Up to 0.2 the context manager created Linear/Embedding layers on the meta device "
         "so NxD could shard them later. Native sharded loading is `from_pretrained(..., "
@@ -120,6 +133,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM508",
         name="optimum-utils",
+        safety="safe",
         summary="Optimum helpers: PEFT wrappers -> peft, `is_main_worker()` -> `PartialState().is_main_process`, SDK patching dropped.",
         rationale="`get_peft_model`/`NeuronPeftModel` wrapped peft for NxD layers, which native "
         "models do not have. `patch_transformers_for_neuron_sdk()` and `MixedPrecisionConfig` "

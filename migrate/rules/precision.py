@@ -17,6 +17,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM201",
         name="fp16-to-bf16",
+        safety="unsafe",
+        safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics and loss curves change",
         summary="Mixed-precision flags: `fp16=True` -> `bf16=True`, `mixed_precision=\"fp16\"` -> `\"bf16\"`.",
         rationale="bf16 works on all Trainium generations and needs no loss scaling. In "
         "TrainingArguments/TRL configs `fp16=True` becomes `bf16=True` (an existing `bf16=False` "
@@ -28,6 +30,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM202",
         name="fp16-dtype",
+        safety="unsafe",
+        safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics change",
         summary="Load/cast dtypes `torch.float16` -> `torch.bfloat16`; `.half()` -> `.to(torch.bfloat16)`.",
         rationale="Only keyword arguments that choose a load or cast dtype (`dtype=`, `torch_dtype=`, "
         "`bnb_4bit_compute_dtype=`, `param_dtype=`, dict keys of model kwargs) and `.half()` are "
@@ -38,6 +42,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM203",
         name="torch-dtype-kwarg",
+        safety="safe",
         summary="`torch_dtype=` -> `dtype=` (transformers 5).",
         rationale="transformers 5 renamed the loading argument; `torch_dtype` still works with a "
         "deprecation warning. Keywords and `model_kwargs`-style dict keys are renamed unless the "
@@ -48,6 +53,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM204",
         name="autocast",
+        safety="unsafe",
+        safety_reason="autocast computes in bf16, where CUDA autocast defaulted to fp16: numerics change",
         summary="CUDA autocast -> `torch.autocast(\"neuron\", dtype=torch.bfloat16)`.",
         rationale="`torch.cuda.amp.autocast(...)`, `torch.autocast(\"cuda\")` and "
         "`torch.amp.autocast(device_type=\"cuda\")` target CUDA. AWS documents "
@@ -60,6 +67,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM205",
         name="grad-scaler",
+        safety="unsafe",
+        safety_reason="the disabled scaler no longer scales the loss or skips steps whose gradients overflowed",
         summary="CUDA GradScaler -> `torch.amp.GradScaler(\"neuron\", enabled=False)`.",
         rationale="bf16 needs no loss scaling. A disabled scaler is a pass-through (`scale` returns "
         "the loss, `step` calls `optimizer.step()`), so the training loop stays as written.",
@@ -69,6 +78,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM206",
         name="tf32-flag",
+        safety="safe",
         summary="Drop `tf32=True` from TrainingArguments and TRL configs.",
         rationale="`TrainingArguments(tf32=True)` raises `--tf32 requires Ampere` on any non-CUDA "
         "host. Backend attributes such as `torch.backends.cuda.matmul.allow_tf32 = True` are "

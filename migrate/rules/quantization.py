@@ -19,6 +19,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM209",
         name="drop-bnb-quantization",
+        safety="unsafe",
+        safety_reason="the model loads unquantized in bf16: about 2-4x the weight memory, and numerics differ",
         summary="Remove `quantization_config=`/`load_in_4bit`/`load_in_8bit` from model loads; load in bf16.",
         rationale="bitsandbytes has no Neuron kernels. QLoRA becomes bf16 LoRA: the quantized load "
         "arguments are removed and `dtype=torch.bfloat16` is added when no dtype is given. Weights "
@@ -30,6 +32,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM210",
         name="bnb-optimizer",
+        safety="unsafe",
+        safety_reason="full-precision AdamW state takes more memory than 8-bit or paged state, and updates differ "
+        "slightly",
         summary="8-bit and paged optimizers -> `adamw_torch`; `bnb.optim.AdamW8bit` -> `torch.optim.AdamW`.",
         rationale="`paged_adamw_8bit`, `paged_adamw_32bit`, `adamw_bnb_8bit`, `adamw_8bit`, "
         "`paged_lion_*` need bitsandbytes. Plain AdamW keeps the optimizer semantics; its state "
@@ -40,6 +45,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM211",
         name="kbit-preparation",
+        safety="unsafe",
+        safety_reason="peft's fp32 casting of the model's parameters no longer happens: numerics and memory change",
         summary="`model = prepare_model_for_kbit_training(model, ...)` -> gradient checkpointing + input grads.",
         rationale="On a model that is no longer quantized, peft's k-bit preparation casts every "
         "bf16 parameter to fp32, doubling memory. What LoRA still needs from it is gradient "

@@ -18,6 +18,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM305",
         name="train-drop-last",
+        safety="unsafe",
+        safety_reason="`drop_last=True` drops the ragged last batch of every epoch",
         summary="Training `DataLoader(...)` gets `drop_last=True`.",
         rationale="The last partial batch has a new shape and compiles a new graph. Only loaders "
         "that shuffle or whose dataset/variable name says train are changed; eval and test loaders "
@@ -28,6 +30,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM306",
         name="collator-pad-multiple",
+        safety="unsafe",
+        safety_reason="padding to a multiple of 128 changes batch shapes and memory; unmasked padding changes outputs",
         summary="Padding collators get `pad_to_multiple_of=128`.",
         rationale="`DataCollatorWithPadding`, `DataCollatorForSeq2Seq` and "
         "`DataCollatorForLanguageModeling` pad to the longest sample, a new length nearly every "
@@ -39,6 +43,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM307",
         name="compile-backend",
+        safety="safe",
         summary="`torch.compile(m)` -> `torch.compile(m, backend=\"neuron\", dynamic=False)`; CUDA modes dropped.",
         rationale="AWS: add `backend=\"neuron\"` and remove CUDA-specific modes (`reduce-overhead` "
         "means CUDA graphs, `max-autotune` Triton). `dynamic=False` keeps Dynamo from making "

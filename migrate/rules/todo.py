@@ -32,7 +32,7 @@ _EXAMPLES = {
 }
 RULES: tuple[Rule, ...] = tuple(
     Rule(id=rule_id, name=name, summary=f"TODO: {title}.", rationale=why, before=_EXAMPLES[rule_id][0],
-         after=_EXAMPLES[rule_id][1].replace("{m}", message), todo=True)
+         after=_EXAMPLES[rule_id][1].replace("{m}", message), safety="safe", todo=True)
     for rule_id, (name, title, why, message) in TODOS.items()
 )
 

@@ -25,6 +25,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM601",
         name="xla-imports",
+        safety="safe",
         summary="`torch_xla` imports go once nothing uses them.",
         rationale="torch_xla is not installed with TorchNeuron (and must not be: transformers then "
         "takes its XLA code paths). Imports are dropped after the NM6xx rewrites, including "
@@ -37,6 +38,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM602",
         name="xla-device",
+        safety="safe",
         summary="`xm.xla_device()` / `torch_xla.device()` / `\"xla\"` -> the rank's NeuronCore.",
         rationale="Under xmp.spawn or torchrun each process owned one core; natively that is "
         "`neuron:<LOCAL_RANK>`. A single-process script gets `torch.device(\"neuron\")`. "
@@ -47,6 +49,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM603",
         name="mark-step",
+        safety="safe",
         summary="`xm.mark_step()`, `torch_xla.sync()`, `xm.wait_device_ops()` and metrics reports are removed.",
         rationale="They cut and flushed the lazy XLA graph. TorchNeuron runs eagerly, so there is "
         "nothing to cut; time with `torch.accelerator.synchronize()` where needed. "
@@ -57,6 +60,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM604",
         name="optimizer-step",
+        safety="unsafe",
+        safety_reason="the call no longer all-reduces gradients; only DDP/FSDP keeps replicas in step (else TODO "
+        "NM916)",
         summary="`xm.optimizer_step(opt)` -> `opt.step()`; `xm.reduce_gradients(opt)` is removed.",
         rationale="xm.optimizer_step all-reduced the gradients of data-parallel replicas and then "
         "stepped. DDP/FSDP reduce natively; a multi-process script with neither gets TODO NM916, "
@@ -67,6 +73,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM605",
         name="mp-device-loader",
+        safety="safe",
         summary="`pl.MpDeviceLoader(loader, device)` -> `loader`; the loop moves each batch to `device`.",
         rationale="MpDeviceLoader (and `ParallelLoader(...).per_device_loader(...)`) copied batches "
         "to the XLA device in the background. The plain DataLoader is iterated instead, and the "
@@ -79,6 +86,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM606",
         name="xla-process-group",
+        safety="safe",
         summary="`init_process_group(\"xla\", init_method=\"xla://\")` -> `init_process_group(\"neuron\")`.",
         rationale="`neuron` is TorchNeuron's collective backend; under torchrun the default "
         "`env://` rendezvous applies, so the XLA init method goes.",
@@ -88,6 +96,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM607",
         name="xla-rank-api",
+        safety="safe",
         summary="`xm.master_print`, ordinals, world size, `rendezvous`, `save`, `all_reduce` -> torchrun env / torch.distributed.",
         rationale="`xm.get_ordinal()`/`xr.global_ordinal()` -> `int(os.environ.get(\"RANK\", 0))`, "
         "local ordinal -> `LOCAL_RANK`, world size -> `WORLD_SIZE` (set by torchrun, right in one "
@@ -100,6 +109,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM608",
         name="xla-spawn",
+        safety="unsafe",
+        safety_reason="the script runs one process itself; multi-process runs need a torchrun launch (TODO NM917)",
         summary="`xmp.spawn(fn, args=(a,), nprocs=N)` -> `fn(int(os.environ.get(\"LOCAL_RANK\", 0)), a)` plus TODO NM917.",
         rationale="Natively torchrun starts one process per NeuronCore, so the script calls its "
         "per-process function once with its local rank (xmp.spawn passed the local ordinal). "
@@ -110,6 +121,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM609",
         name="xla-env",
+        safety="unsafe",
+        safety_reason="removing `XLA_USE_BF16`/`XLA_DOWNCAST_BF16` runs the script in fp32 (TODO NM920)",
         summary="torch_xla environment settings (`XLA_USE_BF16`, `PJRT_DEVICE`, ...) are removed.",
         rationale="They configure torch_xla only. `XLA_USE_BF16`/`XLA_DOWNCAST_BF16` made every "
         "float tensor bf16 on the device: removing them runs the script in fp32, so TODO NM920 and "
@@ -120,6 +133,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM610",
         name="xla-amp",
+        safety="unsafe",
+        safety_reason="autocast computes in bf16 and the XLA GradScaler becomes a disabled one",
         summary="`torch_xla.amp.autocast`, `torch.autocast(\"xla\")`, syncfree optimizers, XLA GradScaler -> native.",
         rationale="Autocast runs on `device_type=\"neuron\"` in bf16 (stated explicitly, the "
         "defaults follow CUDA); `torch_xla.amp.syncfree.AdamW`/`SGD`/`Adam` are `torch.optim`'s "

@@ -1,4 +1,4 @@
-"""The rule table (`migrate.rule_families`): which rules exist, and the order hooks run in.
+"""The rule table (`migrate.rule_families`): which rules exist, their fix safety, and the hook order.
 
 Both lists are pinned on purpose. Adding a rule means adding its id here; a hook moving to
 another place in the order changes which rewrite sees which node first, so it must be a visible,
@@ -7,6 +7,11 @@ reviewed change rather than a side effect of reordering imports.
 
 from __future__ import annotations
 
+import pytest
+from click.testing import CliRunner
+
+from migrate.cli import main
+from migrate.registry import Rule
 from migrate.rule_families import HOOKS, RULE_FAMILIES, all_rules, get_rule
 
 RULE_IDS = [
@@ -80,3 +85,33 @@ def test_every_family_declares_its_rules_as_data() -> None:
     for family in RULE_FAMILIES:
         assert isinstance(family.RULES, tuple), family.__name__
     assert sum(len(family.RULES) for family in RULE_FAMILIES) == len(RULE_IDS)
+
+
+UNSAFE_IDS = [
+    "NM102", "NM105", "NM201", "NM202", "NM204", "NM205", "NM209", "NM210", "NM211", "NM303", "NM304", "NM305",
+    "NM306", "NM402", "NM501", "NM503", "NM504", "NM505", "NM506", "NM511", "NM513", "NM514", "NM515", "NM604",
+    "NM608", "NM609", "NM610", "NM703", "NM708", "NM709", "NM802", "NM806", "NM807", "NM808", "NM810", "NM812",
+    "NM816", "NM817",
+]
+
+
+def test_every_rule_states_its_fix_safety_and_why_when_unsafe() -> None:
+    assert [rule.id for rule in all_rules() if rule.safety == "unsafe"] == UNSAFE_IDS
+    for rule in all_rules():
+        assert rule.safety in ("safe", "unsafe"), rule.id
+        assert bool(rule.safety_reason) == (rule.safety == "unsafe"), rule.id
+        assert not (rule.todo and rule.safety == "unsafe"), f"{rule.id}: a TODO only annotates"
+
+
+def test_a_rule_without_a_reason_for_being_unsafe_is_rejected() -> None:
+    with pytest.raises(ValueError, match="NM999: an unsafe rule needs a one-line safety_reason"):
+        Rule(id="NM999", name="x", summary="", rationale="", before="", after="", safety="unsafe")
+    with pytest.raises(ValueError, match="safety must be 'safe' or 'unsafe'"):
+        Rule(id="NM999", name="x", summary="", rationale="", before="", after="", safety="maybe")  # type: ignore[arg-type]
+
+
+def test_explain_shows_the_fix_safety() -> None:
+    unsafe = CliRunner().invoke(main, ["--explain", "NM305"])
+    assert unsafe.exit_code == 0
+    assert "Fix safety: unsafe: `drop_last=True` drops the ragged last batch of every epoch." in unsafe.stdout
+    assert "Fix safety: safe." in CliRunner().invoke(main, ["--explain", "NM101"]).stdout
