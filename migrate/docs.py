@@ -41,7 +41,10 @@ def rules_markdown() -> str:
         "Select or ignore rules by id or prefix: `--select NM1,NM2 --ignore NM105`. "
         "`# neuron-migrate: skip` on a line (or the line above a statement) leaves that "
         "statement alone; `# neuron-migrate: skip-file` anywhere leaves the file alone. On a "
-        "compound statement's header line (`if`, `with`, `def`) it skips the whole block.\n\n",
+        "compound statement's header line (`if`, `with`, `def`) it skips the whole block. "
+        "`# neuron-migrate: skip[NM202]` (or several ids and prefixes, `skip[NM305,NM2]`) switches "
+        "off only those rules for that statement, so the other rules still rewrite it; config and "
+        "launcher lines take both forms too.\n\n",
         "Fix safety, as in ruff: a *safe* rule keeps what the script does (a device or API renamed to "
         "its Neuron equivalent, a TODO comment); an *unsafe* one changes behaviour a reviewer should "
         "check (numerics, the data a run sees, memory, shapes), and says how. `--explain`, the JSON "
