@@ -2,8 +2,8 @@
 
 Besides dispatching to the rule hooks (`migrate.rule_families.HOOKS`, in family order) it owns the cross-cutting
 mechanics: import tracking for name resolution, statement frames (so `# neuron-migrate: skip`
-can discard a statement's rewrites and TODO comments can be attached above it), and the use
-counting behind the generate-only data flow.
+can discard a statement's rewrites, `skip[NMxxx]` can switch rules off inside it, and TODO
+comments can be attached above it), and the use counting behind the generate-only data flow.
 """
 
 from __future__ import annotations
