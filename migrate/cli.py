@@ -19,7 +19,8 @@ from migrate import config as config_mod
 from migrate.discover import source_files
 from migrate.engine import Options
 from migrate.formats import FORMATS
-from migrate.registry import Selection, get_rule
+from migrate.registry import Selection
+from migrate.rule_families import get_rule
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:

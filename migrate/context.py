@@ -22,7 +22,8 @@ class Frame:
     todos: list[tuple[str, str]] = field(default_factory=list)  # (rule id, message)
     warnings: list[tuple[str, str]] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
-    skip: bool = False
+    skip: bool = False  # a plain `# neuron-migrate: skip`: the statement is kept as it was
+    skip_rules: tuple[str, ...] = ()  # `skip[NM305,NM2]`: these ids/prefixes are off inside the statement
 
     def merge(self, child: "Frame") -> None:
         self.hits.update(child.hits)
@@ -36,7 +37,9 @@ class FileContext:
 
     Rules call `hit` when they rewrite, `todo` to annotate the enclosing statement and `warn`
     for report-only notes; all three land in the innermost open statement frame so that a
-    `# neuron-migrate: skip` comment can discard them together with the rewrite.
+    `# neuron-migrate: skip` comment can discard them together with the rewrite. Rules ask
+    `enabled(id)` before rewriting, which answers for `--select/--ignore` and for the
+    `# neuron-migrate: skip[NMxxx]` markers of the statements being visited alike.
     """
 
     imports: ImportMap
@@ -51,8 +54,13 @@ class FileContext:
     text: str = ""  # the decoded source, for whole-file facts a rule needs (e.g. `pad_token`)
     family_state: dict[str, Any] = field(default_factory=dict)  # per-file state a family keeps across hooks
 
+    skipping: int = 0  # open frames with `skip_rules`: while 0, `enabled` is the selection alone
+
     def enabled(self, rule_id: str) -> bool:
-        return self.selection.enabled(rule_id)
+        """Whether the rule is selected and no enclosing statement's `skip[...]` marker names it."""
+        if not self.selection.enabled(rule_id):
+            return False
+        return not self.skipping or not any(rule_id.startswith(f.skip_rules) for f in self.frames if f.skip_rules)
 
     def hit(self, rule_id: str) -> None:
         self.frames[-1].hits[rule_id] += 1

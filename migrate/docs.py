@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from migrate.registry import Rule, all_rules
+from migrate.registry import Rule
+from migrate.rule_families import all_rules
 
 FAMILIES = {
     "NM1": "Device placement and the `torch.cuda` API",
@@ -17,10 +18,16 @@ FAMILIES = {
 }
 
 
+def safety_text(rule: Rule) -> str:
+    """`safe` or `unsafe: <how it changes behaviour>`, as `--explain` and the reports show it."""
+    return f"unsafe: {rule.safety_reason}" if rule.safety == "unsafe" else "safe"
+
+
 def explain(rule: Rule) -> str:
     """One rule as Markdown."""
     return (
         f"## {rule.id} `{rule.name}`\n\n{rule.summary}\n\n{rule.rationale}\n\n"
+        f"Fix safety: {safety_text(rule)}.\n\n"
         f"Before:\n\n```{rule.language}\n{rule.before}```\n\nAfter:\n\n```{rule.language}\n{rule.after}```\n"
     )
 
@@ -34,7 +41,14 @@ def rules_markdown() -> str:
         "Select or ignore rules by id or prefix: `--select NM1,NM2 --ignore NM105`. "
         "`# neuron-migrate: skip` on a line (or the line above a statement) leaves that "
         "statement alone; `# neuron-migrate: skip-file` anywhere leaves the file alone. On a "
-        "compound statement's header line (`if`, `with`, `def`) it skips the whole block.\n\n",
+        "compound statement's header line (`if`, `with`, `def`) it skips the whole block. "
+        "`# neuron-migrate: skip[NM202]` (or several ids and prefixes, `skip[NM305,NM2]`) switches "
+        "off only those rules for that statement, so the other rules still rewrite it; config and "
+        "launcher lines take both forms too.\n\n",
+        "Fix safety, as in ruff: a *safe* rule keeps what the script does (a device or API renamed to "
+        "its Neuron equivalent, a TODO comment); an *unsafe* one changes behaviour a reviewer should "
+        "check (numerics, the data a run sees, memory, shapes), and says how. `--explain`, the JSON "
+        "and SARIF reports show it for every rule.\n\n",
         "Names are resolved through the file's imports (`import torch as T`, `from torch import "
         "cuda`); rebinding an imported name by assignment is not tracked. `import neuroncompat` "
         "is added to migrated entry scripts: files with a module-level `if __name__ == "
@@ -42,10 +56,10 @@ def rules_markdown() -> str:
         "`.from_pretrained(`, `.backward(`, `.fit(` or runs a top-level loop.\n\n",
     ]
     rules = all_rules()
-    out.append("| id | name | summary |\n|---|---|---|\n")
+    out.append("| id | name | fix safety | summary |\n|---|---|---|---|\n")
     for rule in rules:
         summary = rule.summary.replace("|", "\\|")
-        out.append(f"| [{rule.id}](#{rule.id.lower()}-{rule.name}) | `{rule.name}` | {summary} |\n")
+        out.append(f"| [{rule.id}](#{rule.id.lower()}-{rule.name}) | `{rule.name}` | {rule.safety} | {summary} |\n")
     current = None
     for rule in rules:
         if rule.family != current:

@@ -20,11 +20,10 @@ from migrate.imports import SHIM, add_imports
 from migrate.names import ImportMap
 from migrate.prefilter import may_need_migration
 from migrate.registry import Selection
-from migrate.transform import TODO_PREFIX, MigrationTransformer
+from migrate.markers import SKIP_FILE, TODO_PREFIX
+from migrate.transform import MigrationTransformer
 
-import migrate.rules  # noqa: F401  (registers the rule hooks)
 
-SKIP_FILE = re.compile(rb"#\s*neuron-migrate:\s*skip-file")
 _TODO_LINE = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\):\s*(.*)")
 
 

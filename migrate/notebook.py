@@ -26,10 +26,11 @@ from collections import Counter
 from pathlib import PurePosixPath
 
 from migrate.configs.edits import Changes
-from migrate.configs.shell_rules import shell_rules
+from migrate.configs.shell_rules import migrate_shell, shell_rules
+from migrate.configs.yaml_rules import migrate_yaml
 from migrate.discover import SUFFIXES
-from migrate.dispatch import migrate_file
-from migrate.engine import SKIP_FILE, FileResult, Finding, Options, TextChange, find_todos, migrate_source
+from migrate.engine import FileResult, Finding, Options, TextChange, find_todos, migrate_source
+from migrate.markers import SKIP_FILE
 
 _CELL_MARK = "_neuron_migrate_cell_{}_"
 _CELL_SPLIT = re.compile(r"^_neuron_migrate_cell_(\d+)_\n", re.M)
@@ -158,8 +159,8 @@ def _migrate_cells(
             new[number] = changes.apply()
             hits.update(changes.hits)
             warnings.extend(f._replace(cell=number) for f in changes.notes)
-        elif magic is not None and magic.startswith("writefile ") and _written_kind(magic) is not None:
-            result = migrate_file(body.encode("utf-8"), magic.split()[-1], options)
+        elif magic is not None and magic.startswith("writefile ") and (written := _written_kind(magic)) is not None:
+            result = _WRITTEN[written](body.encode("utf-8"), magic.split()[-1], options)
             new[number] = first + "\n" + result.new.decode("utf-8") if result.new is not None else source
             hits.update(result.hits)
             warnings.extend(f._replace(cell=number) for f in result.warnings)
@@ -180,6 +181,11 @@ def _migrate_cells(
         for number, (masked, magics) in python.items():
             new[number] = _unmask(migrated[number], magics, options, hits, warnings, number)
     return new, hits, warnings
+
+
+# The migrator for each kind of file a `%%writefile` cell can write (every kind but a notebook); named here
+# rather than through `migrate.dispatch`, which routes notebooks to this module.
+_WRITTEN = {"python": migrate_source, "yaml": migrate_yaml, "shell": migrate_shell}
 
 
 def _written_kind(magic: str) -> str | None:

@@ -1,13 +1,18 @@
-"""The rule registry: every rewrite or TODO the codemod can emit is a registered `Rule`.
+"""What a rule is (`Rule`) and which rules are on (`Selection`).
 
 Rules are data (id, summary, rationale, examples) so that `--explain`, `docs/rules.md` and
-`--select/--ignore` all read the same source of truth; the code that applies them lives in
-`migrate/rules/<family>.py` and refers to them by id.
+`--select/--ignore` all read the same source of truth. Each family module declares its rules in
+a module-level `RULES` tuple next to the hooks that apply them and refer to them by id;
+`migrate.rule_families` lists the family modules. This module imports none of them, so a family
+can import it without an import loop.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+Safety = Literal["safe", "unsafe"]
 
 
 @dataclass(frozen=True)
@@ -16,6 +21,11 @@ class Rule:
 
     `before`/`after` are small, complete examples of a `language` file; `docs/rules.md` and
     `--explain` show them, and a test migrates `before` and checks it yields `after`.
+
+    `safety` is the fix safety, as in ruff: "safe" when the rewrite keeps what the script does
+    (a device or API renamed to its Neuron equivalent, a TODO comment), "unsafe" when it changes
+    behaviour a reviewer should look at (numerics, data seen, memory, shapes); `safety_reason`
+    says how, in one line, and is required exactly for unsafe rules.
     """
 
     id: str
@@ -24,42 +34,23 @@ class Rule:
     rationale: str
     before: str
     after: str
+    safety: Safety
+    safety_reason: str = ""
     todo: bool = False  # True for rules that annotate instead of rewriting (all NM9xx)
     language: str = "python"  # the kind of file the examples are: python, yaml, shell
+
+    def __post_init__(self) -> None:
+        if self.safety not in ("safe", "unsafe"):
+            raise ValueError(f"{self.id}: safety must be 'safe' or 'unsafe', not {self.safety!r}")
+        if (self.safety == "unsafe") != bool(self.safety_reason):
+            raise ValueError(f"{self.id}: an unsafe rule needs a one-line safety_reason, a safe one none")
+        if "\n" in self.safety_reason:
+            raise ValueError(f"{self.id}: safety_reason must be one line")
 
     @property
     def family(self) -> str:
         """The id prefix that groups rules: NM1, NM2, ..., NM9."""
         return self.id[:3]
-
-
-_RULES: dict[str, Rule] = {}
-
-
-def register(rule: Rule) -> Rule:
-    """Add a rule; ids are unique and stable, so a duplicate is a programming error."""
-    if rule.id in _RULES:
-        raise ValueError(f"duplicate rule id {rule.id}")
-    _RULES[rule.id] = rule
-    return rule
-
-
-def _load() -> None:
-    """Import the modules whose import registers rules: the Python families and NM8xx."""
-    import migrate.configs.catalog  # noqa: F401
-    import migrate.rules  # noqa: F401
-
-
-def all_rules() -> list[Rule]:
-    """All registered rules in id order."""
-    _load()
-    return [_RULES[k] for k in sorted(_RULES)]
-
-
-def get_rule(rule_id: str) -> Rule | None:
-    """Look a rule up by exact id, case-insensitively."""
-    _load()
-    return _RULES.get(rule_id.upper())
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """The one traversal: a libcst transformer that runs every enabled rule hook on every node.
 
-Besides dispatching to the rule hooks (`migrate.rules.base.HOOKS`) it owns the cross-cutting
+Besides dispatching to the rule hooks (`migrate.rule_families.HOOKS`, in family order) it owns the cross-cutting
 mechanics: import tracking for name resolution, statement frames (so `# neuron-migrate: skip`
-can discard a statement's rewrites and TODO comments can be attached above it), and the use
-counting behind the generate-only data flow.
+can discard a statement's rewrites, `skip[NMxxx]` can switch rules off inside it, and TODO
+comments can be attached above it), and the use counting behind the generate-only data flow.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.context import FileContext, Frame
-from migrate.rules.base import HOOKS, method_of
-
-SKIP_MARKER = "neuron-migrate: skip"
-TODO_PREFIX = "# TODO(neuron-migrate "
+from migrate.markers import RULE_SKIP_MARKER, TODO_PREFIX, find_skip
+from migrate.rule_families import HOOKS
+from migrate.rules.base import method_of
 
 # Exact-type sets: libcst node classes are ABCs, and `isinstance` against ABCs dominated the
 # profile of the traversal; concrete libcst node types are never subclassed.
@@ -46,6 +45,10 @@ class MigrationTransformer(cst.CSTTransformer):
         # TODO put there by an earlier run is found in the header on the next run.
         self.first_statement: int | None = None
         self.header_tags: set[str] = set()
+        # `skip[NMxxx]` markers must be known before the statement's hooks run (a trailing comment is
+        # visited after the calls on its line), so statements are scanned for them on entry, only in
+        # files that have one.
+        self.rule_skips = RULE_SKIP_MARKER in ctx.text
 
     def visit_Module(self, node: cst.Module) -> bool:
         if node.body:
@@ -59,7 +62,11 @@ class MigrationTransformer(cst.CSTTransformer):
         ctx = self.ctx
         kind = type(node)
         if kind in _STATEMENTS:
-            ctx.frames.append(Frame())
+            frame = Frame()
+            ctx.frames.append(frame)
+            if self.rule_skips:
+                frame.skip_rules = _listed_skips(node)
+                ctx.skipping += bool(frame.skip_rules)
             if kind is cst.If and type(node.orelse) is cst.If:  # type: ignore[attr-defined]
                 self.elifs.add(id(node.orelse))  # type: ignore[attr-defined]
             if kind is cst.FunctionDef and self.track_generate:
@@ -71,7 +78,8 @@ class MigrationTransformer(cst.CSTTransformer):
         elif kind is cst.Module:
             self.visit_Module(node)  # type: ignore[arg-type]
         elif kind is cst.Comment:
-            if SKIP_MARKER in node.value:  # type: ignore[attr-defined]
+            skip = find_skip(node.value)  # type: ignore[attr-defined]
+            if skip is not None and skip.everything:
                 ctx.frames[-1].skip = True
         elif self.track_generate:
             self._visit_flow(node)
@@ -173,6 +181,7 @@ class MigrationTransformer(cst.CSTTransformer):
     def _close_frame(self, original: cst.CSTNode, updated: cst.CSTNode):
         ctx = self.ctx
         frame = ctx.frames.pop()
+        ctx.skipping -= bool(frame.skip_rules)
         parent = ctx.frames[-1]
         if frame.skip:
             return original
@@ -188,6 +197,25 @@ class MigrationTransformer(cst.CSTTransformer):
                 self.todos_added += added
         parent.merge(frame)
         return updated
+
+
+def _listed_skips(statement: cst.CSTNode) -> tuple[str, ...]:
+    """The rule ids/prefixes of the `skip[...]` markers in a statement's own comments.
+
+    Its own: the lines above it, its trailing comment and, for a compound statement, its header
+    line; comments of nested statements belong to those (as a plain skip does).
+    """
+    found: list[str] = []
+    stack = list(statement.children)
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.Comment:
+            skip = find_skip(node.value)
+            if skip is not None:
+                found.extend(skip.prefixes)
+        elif type(node) not in _STATEMENTS:
+            stack.extend(node.children)
+    return tuple(found)
 
 
 def _tag(comment: str) -> str:

@@ -7,7 +7,7 @@ each through `migrate.dispatch` to check that it yields its `after`.
 
 from __future__ import annotations
 
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.legacy_todos import TP_ADVICE
 
 TODO_TEXT = {
@@ -31,194 +31,206 @@ TODO_TEXT = {
 
 
 def _rule(id: str, name: str, language: str, summary: str, rationale: str, before: str, after: str,
-          todo: bool = False) -> None:
-    register(Rule(id=id, name=name, summary=summary, rationale=rationale, before=before, after=after,
-                  todo=todo, language=language))
+          todo: bool = False, safety_reason: str = "") -> Rule:
+    """A config/launcher rule; it changes behaviour (is unsafe) exactly when a `safety_reason` says how."""
+    return Rule(id=id, name=name, summary=summary, rationale=rationale, before=before, after=after,
+                safety="unsafe" if safety_reason else "safe", safety_reason=safety_reason, todo=todo,
+                language=language)
 
 
 def _todo(rule_id: str, text: str) -> str:
     return f"# TODO(neuron-migrate {rule_id}): {text}\n"
 
 
-_rule(
-    "NM801", "accelerate-multi-neuron", "yaml",
-    "accelerate config `distributed_type: MULTI_GPU` -> `MULTI_NEURON`.",
-    "accelerate 1.15 has `DistributedType.MULTI_NEURON` (backend `neuron`); `MULTI_GPU` asks for "
-    "NCCL and CUDA devices. Only files that look like accelerate configs (`distributed_type` "
-    "plus another key `accelerate config` writes) are touched.",
-    "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU  # 8 GPUs\nnum_processes: 8\n",
-    "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_NEURON  # 8 GPUs\nnum_processes: 8\n",
-)
-_rule(
-    "NM802", "config-bf16", "yaml",
-    "fp16 -> bf16 in configs: accelerate `mixed_precision: fp16`, recipe `fp16: true`.",
-    "Trainium computes in bf16; the fp16 path needs a GradScaler whose Neuron support is "
-    "unconfirmed. In a recipe `fp16` is renamed to `bf16` (or, when `bf16` is there too, "
-    "`fp16: false` and `bf16: true`).",
-    "distributed_type: MULTI_NEURON\nmixed_precision: fp16\nnum_processes: 2\n",
-    "distributed_type: MULTI_NEURON\nmixed_precision: bf16\nnum_processes: 2\n",
-)
-_rule(
-    "NM803", "visible-cores", "shell",
-    "`CUDA_VISIBLE_DEVICES` -> `NEURON_RT_VISIBLE_CORES`, GPU i -> NeuronCores 2i,2i+1.",
-    "The Neuron runtime ignores `CUDA_VISIBLE_DEVICES`. Under the default LNC=2 a logical "
-    "NeuronCore is the physical pair 2i,2i+1, so one GPU becomes one aligned pair (LNC=1 in the "
-    "same script: core i). `$CUDA_VISIBLE_DEVICES` expansions are renamed too.",
-    "CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node=2 train.py\n",
-    "NEURON_RT_VISIBLE_CORES=0-3 torchrun --nproc_per_node=2 train.py\n",
-)
-_rule(
-    "NM804", "aligned-cores", "shell",
-    "TODO: a NeuronCore set that is not aligned pairs, or that cannot be checked.",
-    "Under LNC=2 the runtime only accepts sets of whole pairs {2k, 2k+1} (`0,1`, `2,3`, `0-3`; not "
-    "`1,2`). accelerate copies `gpu_ids` (config or `--gpu_ids`) into `NEURON_RT_VISIBLE_CORES` "
-    "verbatim, so they are checked too, also against `num_processes`. A value computed at run "
-    "time cannot be checked and gets the same TODO. The set is never changed silently: that "
-    "would change which cores run.",
-    "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
-    _todo("NM804", "NEURON_RT_VISIBLE_CORES=1,2: 1,2 is not a set of aligned core pairs: under LNC=2 (the "
-          "default) each logical NeuronCore is the physical pair 2k,2k+1 and 1, 2 lack their partner; "
-          "use 0,1 or 2,3 (one logical core each) or 0-3 (two)")
-    + "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
-    todo=True,
-)
-_rule(
-    "NM805", "config-sdpa", "yaml",
-    "Recipe `attn_implementation: flash_attention_2` -> `sdpa` (also nested, e.g. `model_init_kwargs`).",
-    "flash-attn kernels are CUDA-only; `sdpa` lowers to ATen scaled-dot-product attention, which "
-    "TorchNeuron provides.",
-    "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: flash_attention_2\noutput_dir: out\n",
-    "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: sdpa\noutput_dir: out\n",
-)
-_rule(
-    "NM818", "config-dtype-key", "yaml",
-    "Recipe `torch_dtype:` -> `dtype:` (also nested, e.g. `model_init_kwargs`).",
-    "transformers 5 renamed the loading argument and TRL 1.x's `ModelConfig` followed, so "
-    "`TrlParser` rejects a recipe with a top-level `torch_dtype` (\"Unknown arguments from config "
-    "file\"); nested in `model_init_kwargs` it still loads, with a deprecation warning. As NM203 "
-    "does for Python. Where the mapping already has `dtype`, a TODO instead.",
-    "model_name_or_path: Qwen/Qwen3-0.6B\ntorch_dtype: bfloat16\noutput_dir: out\n",
-    "model_name_or_path: Qwen/Qwen3-0.6B\ndtype: bfloat16\noutput_dir: out\n",
-)
-_rule(
-    "NM806", "config-no-bnb", "yaml",
-    "Recipe `load_in_4bit: true` / `load_in_8bit: true` -> `false`.",
-    "bitsandbytes kernels are CUDA-only; the model loads in bf16 instead (about 4x the 4-bit "
-    "weight memory), as NM209 does for Python, and the NM908 TODO above the key says so.",
-    "model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: true\noutput_dir: out\n",
-    "model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: false\noutput_dir: out\n",
-)
-_rule(
-    "NM807", "config-no-vllm", "yaml",
-    "Recipe `use_vllm: true` -> `false` plus `cache_implementation: static`.",
-    "vLLM does not run inside a TorchNeuron process; GRPO/RLOO then generate with "
-    "`model.generate`, and a static cache keeps its shapes fixed for the compiler (NM303 in Python).",
-    "output_dir: out\nuse_vllm: true\nvllm_mode: colocate\n",
-    "output_dir: out\nuse_vllm: false\ncache_implementation: static\nvllm_mode: colocate\n",
-)
-_rule(
-    "NM808", "config-drift-keys", "yaml",
-    "Recipe keys transformers 5 / TRL 1.x renamed or removed: `evaluation_strategy:` -> `eval_strategy:`, "
-    "`max_seq_length:` -> `max_length:`, `overwrite_output_dir:` and `logging_dir:` removed, ...",
-    "The NM7xx table (`drift.FIELDS`) applied to recipe keys, which `TrlParser` and "
-    "`HfArgumentParser.parse_yaml_file` reject by name before training starts. Renamed keys keep their "
-    "value (`warmup_ratio` -> `warmup_steps`, which takes a ratio below 1; `no_cuda` -> `use_cpu`; "
-    "`group_by_length: true` -> `train_sampling_strategy: group_by_length`). Removed keys lose their line, "
-    "noted in the report with what replaced them; an entry that is not a line of its own, or defines an "
-    "anchor, gets a TODO instead. When the new key is set too, a TODO asks which to keep.",
-    "output_dir: out\nevaluation_strategy: steps\noverwrite_output_dir: true  # reruns\nmax_seq_length: 2048\n",
-    "output_dir: out\neval_strategy: steps\nmax_length: 2048\n",
-)
-_rule(
-    "NM809", "config-no-tf32", "yaml",
-    "Recipe `tf32: true` is commented out.",
-    "`TrainingArguments(tf32=True)` raises on any non-CUDA host. The line is kept as a comment, "
-    "so the setting is visible in review.",
-    "output_dir: out\ntf32: true\n",
-    "output_dir: out\n# tf32: true  # neuron-migrate NM809: tf32 is CUDA-only\n",
-)
-_rule(
-    "NM810", "launch-bf16", "shell",
-    "Launch lines: `--fp16` -> `--bf16`, `--mixed_precision fp16` -> `bf16`.",
-    "The same precision change as NM201 for arguments given on the command line of python, "
-    "torchrun, accelerate launch and friends. `--fp16 False` and lines that already pass "
-    "`--bf16` are left alone.",
-    "accelerate launch --mixed_precision fp16 train.py --fp16\n",
-    "accelerate launch --mixed_precision bf16 train.py --bf16\n",
-)
-_rule(
-    "NM811", "deepspeed-launch", "shell",
-    "TODO: the `deepspeed` launcher, `--deepspeed` configs, accelerate `distributed_type: DEEPSPEED`.",
-    "DeepSpeed has no Neuron accelerator and the accelerate wizard refuses it on Neuron; the ZeRO "
-    "stage decides the FSDP2 replacement, which needs a person.",
-    "deepspeed --num_gpus 8 train.py --deepspeed ds_z3.json\n",
-    _todo("NM811", TODO_TEXT["NM811"]) + "deepspeed --num_gpus 8 train.py --deepspeed ds_z3.json\n",
-    todo=True,
-)
-_rule(
-    "NM812", "parallel-compile-prefix", "shell",
-    "Optimum Neuron's `neuron_parallel_compile` prefix is removed (noted in the report).",
-    "It ran a graph-extraction pass to fill the XLA compile cache. Native TorchNeuron runs eagerly "
-    "and `torch.compile` compiles on first call, so the prefix has nothing to do; the command "
-    "after it now trains for real, which the report points out.",
-    "MALLOC_ARENA_MAX=64 neuron_parallel_compile torchrun --nproc_per_node=2 train.py\n",
-    "MALLOC_ARENA_MAX=64 torchrun --nproc_per_node=2 train.py\n",
-)
-_rule(
-    "NM813", "optimum-export", "shell",
-    "TODO: `optimum-cli export neuron` is not needed.",
-    "Native TorchNeuron loads the Hugging Face checkpoint itself (`device_map=\"neuron\"`) and "
-    "compiles on first run; the exported directory's later uses must point at the original model "
-    "id, which only a person can connect.",
-    "optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",
-    _todo("NM813", TODO_TEXT["NM813"])
-    + "optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",
-    todo=True,
-)
-_rule(
-    "NM814", "cuda-pip-packages", "shell",
-    "CUDA-only packages (flash-attn, bitsandbytes, vllm, xformers, ...) leave `pip install` lines.",
-    "They fail to build or import without CUDA. Other packages on the line stay; a line left "
-    "with nothing to install is commented out. Also applies to notebook `!pip`/`%pip` magics.",
-    "pip install -U transformers flash-attn bitsandbytes\n",
-    _todo("NM814", TODO_TEXT["NM814"].format(names="flash-attn, bitsandbytes", action="removed from this install"))
-    + "pip install -U transformers\n",
-)
-_rule(
-    "NM815", "nvidia-smi", "shell",
-    "`nvidia-smi` -> `neuron-ls`; with options, a TODO.",
-    "neuron-ls lists the Neuron devices and cores; nvidia-smi's query options have no "
-    "one-to-one equivalent (neuron-top shows utilisation).",
-    "nvidia-smi\n",
-    "neuron-ls\n",
-)
-_rule(
-    "NM816", "optimum-launch-flags", "shell",
-    "Launch lines: Optimum's Neuron-only training flags (`--tensor_parallel_size`, `--zero_1`, `--async_save`, "
-    "...) are removed, each noted.",
-    "Once the script's `NeuronTrainingArguments` is `TrainingArguments` (NM501), `HfArgumentParser` rejects "
-    "these flags before training starts. The fields are NM503's; each flag goes with its value (`--zero_1`, "
-    "`--zero_1 true`, `--async_save=false`: a bool field takes a value only when one follows it) and the "
-    "report says what replaced it. `--tensor_parallel_size N` (N > 1, or set at run time) gets a TODO: the "
-    "degree now lives in the script's `from_pretrained(distributed_config=DistributedConfig(tp_size=N, "
-    "...))` (NM505, NM914). Pipeline parallelism, sequence parallelism and ZeRO-1 that were on get the "
-    "NM910-NM912 texts. Only python, torchrun, accelerate launch and trl lines of a script that parses "
-    "training arguments are touched: a `neuron_parallel_compile` run, or one passing a flag only "
-    "TrainingArguments takes (`--do_train`, `--per_device_train_batch_size`, ...), so a vLLM script's own "
-    "`--tensor_parallel_size` stays.",
-    "torchrun --nproc_per_node 32 train.py --do_train --tensor_parallel_size 8 --async_save --output_dir out\n",
-    _todo("NM816", TODO_TEXT["NM816"].format(n="8")) + "torchrun --nproc_per_node 32 train.py --do_train --output_dir out\n",
-)
-_rule(
-    "NM817", "drift-launch-flags", "shell",
-    "Launch lines: training flags transformers 5 / TRL 1.x renamed or removed (`--evaluation_strategy` -> "
-    "`--eval_strategy`, `--overwrite_output_dir` and `--logging_dir` removed, ...).",
-    "The NM7xx table on the command line, where `HfArgumentParser` and `TrlParser` reject the old names. "
-    "Renamed flags keep their value (`--warmup_ratio r` -> `--warmup_steps r`, `--no_cuda` -> `--use_cpu`, "
-    "`--group_by_length` -> `--train_sampling_strategy group_by_length`); removed ones go with their value, "
-    "noted with what replaced them. `--max_seq_length` -> `--max_length` and `--max_prompt_length` apply to "
-    "TRL's training commands only (`trl sft`, `trl/scripts/dpo.py`): other scripts often define a "
-    "`max_seq_length` of their own. The same launch lines as NM816.",
-    "torchrun train.py --do_train --evaluation_strategy steps --overwrite_output_dir --output_dir out\n",
-    "torchrun train.py --do_train --eval_strategy steps --output_dir out\n",
+RULES: tuple[Rule, ...] = (
+    _rule(
+        "NM801", "accelerate-multi-neuron", "yaml",
+        "accelerate config `distributed_type: MULTI_GPU` -> `MULTI_NEURON`.",
+        "accelerate 1.15 has `DistributedType.MULTI_NEURON` (backend `neuron`); `MULTI_GPU` asks for "
+        "NCCL and CUDA devices. Only files that look like accelerate configs (`distributed_type` "
+        "plus another key `accelerate config` writes) are touched.",
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU  # 8 GPUs\nnum_processes: 8\n",
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_NEURON  # 8 GPUs\nnum_processes: 8\n",
+    ),
+    _rule(
+        "NM802", "config-bf16", "yaml",
+        "fp16 -> bf16 in configs: accelerate `mixed_precision: fp16`, recipe `fp16: true`.",
+        "Trainium computes in bf16; the fp16 path needs a GradScaler whose Neuron support is "
+        "unconfirmed. In a recipe `fp16` is renamed to `bf16` (or, when `bf16` is there too, "
+        "`fp16: false` and `bf16: true`).",
+        "distributed_type: MULTI_NEURON\nmixed_precision: fp16\nnum_processes: 2\n",
+        "distributed_type: MULTI_NEURON\nmixed_precision: bf16\nnum_processes: 2\n",
+        safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics and loss curves change",
+    ),
+    _rule(
+        "NM803", "visible-cores", "shell",
+        "`CUDA_VISIBLE_DEVICES` -> `NEURON_RT_VISIBLE_CORES`, GPU i -> NeuronCores 2i,2i+1.",
+        "The Neuron runtime ignores `CUDA_VISIBLE_DEVICES`. Under the default LNC=2 a logical "
+        "NeuronCore is the physical pair 2i,2i+1, so one GPU becomes one aligned pair (LNC=1 in the "
+        "same script: core i). `$CUDA_VISIBLE_DEVICES` expansions are renamed too.",
+        "CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node=2 train.py\n",
+        "NEURON_RT_VISIBLE_CORES=0-3 torchrun --nproc_per_node=2 train.py\n",
+    ),
+    _rule(
+        "NM804", "aligned-cores", "shell",
+        "TODO: a NeuronCore set that is not aligned pairs, or that cannot be checked.",
+        "Under LNC=2 the runtime only accepts sets of whole pairs {2k, 2k+1} (`0,1`, `2,3`, `0-3`; not "
+        "`1,2`). accelerate copies `gpu_ids` (config or `--gpu_ids`) into `NEURON_RT_VISIBLE_CORES` "
+        "verbatim, so they are checked too, also against `num_processes`. A value computed at run "
+        "time cannot be checked and gets the same TODO. The set is never changed silently: that "
+        "would change which cores run.",
+        "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
+        _todo("NM804", "NEURON_RT_VISIBLE_CORES=1,2: 1,2 is not a set of aligned core pairs: under LNC=2 (the "
+              "default) each logical NeuronCore is the physical pair 2k,2k+1 and 1, 2 lack their partner; "
+              "use 0,1 or 2,3 (one logical core each) or 0-3 (two)")
+        + "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
+        todo=True,
+    ),
+    _rule(
+        "NM805", "config-sdpa", "yaml",
+        "Recipe `attn_implementation: flash_attention_2` -> `sdpa` (also nested, e.g. `model_init_kwargs`).",
+        "flash-attn kernels are CUDA-only; `sdpa` lowers to ATen scaled-dot-product attention, which "
+        "TorchNeuron provides.",
+        "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: flash_attention_2\noutput_dir: out\n",
+        "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: sdpa\noutput_dir: out\n",
+    ),
+    _rule(
+        "NM818", "config-dtype-key", "yaml",
+        "Recipe `torch_dtype:` -> `dtype:` (also nested, e.g. `model_init_kwargs`).",
+        "transformers 5 renamed the loading argument and TRL 1.x's `ModelConfig` followed, so "
+        "`TrlParser` rejects a recipe with a top-level `torch_dtype` (\"Unknown arguments from config "
+        "file\"); nested in `model_init_kwargs` it still loads, with a deprecation warning. As NM203 "
+        "does for Python. Where the mapping already has `dtype`, a TODO instead.",
+        "model_name_or_path: Qwen/Qwen3-0.6B\ntorch_dtype: bfloat16\noutput_dir: out\n",
+        "model_name_or_path: Qwen/Qwen3-0.6B\ndtype: bfloat16\noutput_dir: out\n",
+    ),
+    _rule(
+        "NM806", "config-no-bnb", "yaml",
+        "Recipe `load_in_4bit: true` / `load_in_8bit: true` -> `false`.",
+        "bitsandbytes kernels are CUDA-only; the model loads in bf16 instead (about 4x the 4-bit "
+        "weight memory), as NM209 does for Python, and the NM908 TODO above the key says so.",
+        "model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: true\noutput_dir: out\n",
+        "model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: false\noutput_dir: out\n",
+        safety_reason="the model loads unquantized in bf16: about 2-4x the weight memory, and numerics differ",
+    ),
+    _rule(
+        "NM807", "config-no-vllm", "yaml",
+        "Recipe `use_vllm: true` -> `false` plus `cache_implementation: static`.",
+        "vLLM does not run inside a TorchNeuron process; GRPO/RLOO then generate with "
+        "`model.generate`, and a static cache keeps its shapes fixed for the compiler (NM303 in Python).",
+        "output_dir: out\nuse_vllm: true\nvllm_mode: colocate\n",
+        "output_dir: out\nuse_vllm: false\ncache_implementation: static\nvllm_mode: colocate\n",
+        safety_reason="generation moves from vLLM to `model.generate`: slower, and sampled completions differ",
+    ),
+    _rule(
+        "NM808", "config-drift-keys", "yaml",
+        "Recipe keys transformers 5 / TRL 1.x renamed or removed: `evaluation_strategy:` -> `eval_strategy:`, "
+        "`max_seq_length:` -> `max_length:`, `overwrite_output_dir:` and `logging_dir:` removed, ...",
+        "The NM7xx table (`drift.FIELDS`) applied to recipe keys, which `TrlParser` and "
+        "`HfArgumentParser.parse_yaml_file` reject by name before training starts. Renamed keys keep their "
+        "value (`warmup_ratio` -> `warmup_steps`, which takes a ratio below 1; `no_cuda` -> `use_cpu`; "
+        "`group_by_length: true` -> `train_sampling_strategy: group_by_length`). Removed keys lose their line, "
+        "noted in the report with what replaced them; an entry that is not a line of its own, or defines an "
+        "anchor, gets a TODO instead. When the new key is set too, a TODO asks which to keep.",
+        "output_dir: out\nevaluation_strategy: steps\noverwrite_output_dir: true  # reruns\nmax_seq_length: 2048\n",
+        "output_dir: out\neval_strategy: steps\nmax_length: 2048\n",
+        safety_reason="removed keys (`logging_dir`, `max_prompt_length`, ...) no longer take effect",
+    ),
+    _rule(
+        "NM809", "config-no-tf32", "yaml",
+        "Recipe `tf32: true` is commented out.",
+        "`TrainingArguments(tf32=True)` raises on any non-CUDA host. The line is kept as a comment, "
+        "so the setting is visible in review.",
+        "output_dir: out\ntf32: true\n",
+        "output_dir: out\n# tf32: true  # neuron-migrate NM809: tf32 is CUDA-only\n",
+    ),
+    _rule(
+        "NM810", "launch-bf16", "shell",
+        "Launch lines: `--fp16` -> `--bf16`, `--mixed_precision fp16` -> `bf16`.",
+        "The same precision change as NM201 for arguments given on the command line of python, "
+        "torchrun, accelerate launch and friends. `--fp16 False` and lines that already pass "
+        "`--bf16` are left alone.",
+        "accelerate launch --mixed_precision fp16 train.py --fp16\n",
+        "accelerate launch --mixed_precision bf16 train.py --bf16\n",
+        safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics and loss curves change",
+    ),
+    _rule(
+        "NM811", "deepspeed-launch", "shell",
+        "TODO: the `deepspeed` launcher, `--deepspeed` configs, accelerate `distributed_type: DEEPSPEED`.",
+        "DeepSpeed has no Neuron accelerator and the accelerate wizard refuses it on Neuron; the ZeRO "
+        "stage decides the FSDP2 replacement, which needs a person.",
+        "deepspeed --num_gpus 8 train.py --deepspeed ds_z3.json\n",
+        _todo("NM811", TODO_TEXT["NM811"]) + "deepspeed --num_gpus 8 train.py --deepspeed ds_z3.json\n",
+        todo=True,
+    ),
+    _rule(
+        "NM812", "parallel-compile-prefix", "shell",
+        "Optimum Neuron's `neuron_parallel_compile` prefix is removed (noted in the report).",
+        "It ran a graph-extraction pass to fill the XLA compile cache. Native TorchNeuron runs eagerly "
+        "and `torch.compile` compiles on first call, so the prefix has nothing to do; the command "
+        "after it now trains for real, which the report points out.",
+        "MALLOC_ARENA_MAX=64 neuron_parallel_compile torchrun --nproc_per_node=2 train.py\n",
+        "MALLOC_ARENA_MAX=64 torchrun --nproc_per_node=2 train.py\n",
+        safety_reason="the command after the prefix now trains for real instead of only extracting graphs",
+    ),
+    _rule(
+        "NM813", "optimum-export", "shell",
+        "TODO: `optimum-cli export neuron` is not needed.",
+        "Native TorchNeuron loads the Hugging Face checkpoint itself (`device_map=\"neuron\"`) and "
+        "compiles on first run; the exported directory's later uses must point at the original model "
+        "id, which only a person can connect.",
+        "optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",
+        _todo("NM813", TODO_TEXT["NM813"])
+        + "optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",
+        todo=True,
+    ),
+    _rule(
+        "NM814", "cuda-pip-packages", "shell",
+        "CUDA-only packages (flash-attn, bitsandbytes, vllm, xformers, ...) leave `pip install` lines.",
+        "They fail to build or import without CUDA. Other packages on the line stay; a line left "
+        "with nothing to install is commented out. Also applies to notebook `!pip`/`%pip` magics.",
+        "pip install -U transformers flash-attn bitsandbytes\n",
+        _todo("NM814", TODO_TEXT["NM814"].format(names="flash-attn, bitsandbytes", action="removed from this install"))
+        + "pip install -U transformers\n",
+    ),
+    _rule(
+        "NM815", "nvidia-smi", "shell",
+        "`nvidia-smi` -> `neuron-ls`; with options, a TODO.",
+        "neuron-ls lists the Neuron devices and cores; nvidia-smi's query options have no "
+        "one-to-one equivalent (neuron-top shows utilisation).",
+        "nvidia-smi\n",
+        "neuron-ls\n",
+    ),
+    _rule(
+        "NM816", "optimum-launch-flags", "shell",
+        "Launch lines: Optimum's Neuron-only training flags (`--tensor_parallel_size`, `--zero_1`, `--async_save`, "
+        "...) are removed, each noted.",
+        "Once the script's `NeuronTrainingArguments` is `TrainingArguments` (NM501), `HfArgumentParser` rejects "
+        "these flags before training starts. The fields are NM503's; each flag goes with its value (`--zero_1`, "
+        "`--zero_1 true`, `--async_save=false`: a bool field takes a value only when one follows it) and the "
+        "report says what replaced it. `--tensor_parallel_size N` (N > 1, or set at run time) gets a TODO: the "
+        "degree now lives in the script's `from_pretrained(distributed_config=DistributedConfig(tp_size=N, "
+        "...))` (NM505, NM914). Pipeline parallelism, sequence parallelism and ZeRO-1 that were on get the "
+        "NM910-NM912 texts. Only python, torchrun, accelerate launch and trl lines of a script that parses "
+        "training arguments are touched: a `neuron_parallel_compile` run, or one passing a flag only "
+        "TrainingArguments takes (`--do_train`, `--per_device_train_batch_size`, ...), so a vLLM script's own "
+        "`--tensor_parallel_size` stays.",
+        "torchrun --nproc_per_node 32 train.py --do_train --tensor_parallel_size 8 --async_save --output_dir out\n",
+        _todo("NM816", TODO_TEXT["NM816"].format(n="8")) + "torchrun --nproc_per_node 32 train.py --do_train --output_dir out\n",
+        safety_reason="the dropped Neuron-only features (ZeRO-1, async save, fused QKV, ...) no longer take effect",
+    ),
+    _rule(
+        "NM817", "drift-launch-flags", "shell",
+        "Launch lines: training flags transformers 5 / TRL 1.x renamed or removed (`--evaluation_strategy` -> "
+        "`--eval_strategy`, `--overwrite_output_dir` and `--logging_dir` removed, ...).",
+        "The NM7xx table on the command line, where `HfArgumentParser` and `TrlParser` reject the old names. "
+        "Renamed flags keep their value (`--warmup_ratio r` -> `--warmup_steps r`, `--no_cuda` -> `--use_cpu`, "
+        "`--group_by_length` -> `--train_sampling_strategy group_by_length`); removed ones go with their value, "
+        "noted with what replaced them. `--max_seq_length` -> `--max_length` and `--max_prompt_length` apply to "
+        "TRL's training commands only (`trl sft`, `trl/scripts/dpo.py`): other scripts often define a "
+        "`max_seq_length` of their own. The same launch lines as NM816.",
+        "torchrun train.py --do_train --evaluation_strategy steps --overwrite_output_dir --output_dir out\n",
+        "torchrun train.py --do_train --eval_strategy steps --output_dir out\n",
+        safety_reason="removed flags (`--logging_dir`, `--max_prompt_length`, ...) no longer take effect",
+    ),
 )

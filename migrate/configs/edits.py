@@ -7,7 +7,8 @@ of YAML or a re-rendered shell script cannot promise. Callers re-parse the resul
 accepting it.
 
 `# neuron-migrate: skip` on a line (or on a comment line right above it) drops the edits and
-TODOs anchored on that line, as it does for Python statements.
+TODOs anchored on that line, as it does for Python statements; `skip[NM810]` drops only those
+of the listed rules (ids or prefixes).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from migrate.engine import Finding
+from migrate.markers import SKIP_MARKER, TODO_PREFIX, Skip, find_skip
 from migrate.registry import Selection
-from migrate.transform import SKIP_MARKER, TODO_PREFIX
 
 _TAG = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\)")
 
@@ -63,8 +64,8 @@ class Changes:
     @property
     def notes(self) -> list[Finding]:
         """The remarks whose site no skip marker covers."""
-        skipped = self._skipped_lines()
-        return [note for anchor, note in self.remarks if self.line_of(anchor) not in skipped]
+        skips = self._skips()
+        return [note for anchor, note in self.remarks if not _off(skips, self.line_of(anchor), note.rule)]
 
     def untouched(self, start: int, end: int) -> bool:
         """Whether no edit so far changes `text[start:end]`, so a rule may rewrite that span whole."""
@@ -84,20 +85,21 @@ class Changes:
 
     def apply(self) -> str:
         """The new text: edits spliced in, TODO lines inserted once per line and rule."""
-        skipped = self._skipped_lines()
+        skips = self._skips()
         newline = "\r\n" if "\r\n" in self.text else "\n"
         pieces: list[_Edit] = []
         done: set[tuple[int, str, str]] = set()
         for offset, rule, message in self.todos:
             start = self.line_start(offset)
-            if self.line_of(start) in skipped or (start, rule, message) in done or rule in self._tags_above(start):
+            if (_off(skips, self.line_of(start), rule) or (start, rule, message) in done
+                    or rule in self._tags_above(start)):
                 continue
             done.add((start, rule, message))
             indent = re.match(r"[ \t]*", self.text[start:]).group(0)
             pieces.append(_Edit(rule, start, start, f"{indent}{TODO_PREFIX}{rule}): {message}{newline}", start))
         sites = set()
         for edit in self.edits:
-            if self.line_of(edit.anchor) not in skipped:
+            if not _off(skips, self.line_of(edit.anchor), edit.rule):
                 pieces.append(edit)
                 sites.add((edit.rule, edit.anchor))
         self.hits.update(rule for rule, _ in sites)
@@ -124,13 +126,27 @@ class Changes:
                 tags.add(match.group(1))
         return tags
 
-    def _skipped_lines(self) -> set[int]:
+    def _skips(self) -> dict[int, Skip]:
+        """Line number -> what is skipped there: the line's own marker and a comment line's above it."""
         if SKIP_MARKER not in self.text:
-            return set()
-        skipped = set()
+            return {}
+        skips: dict[int, Skip] = {}
         for number, line in enumerate(self.text.splitlines(), start=1):
-            if SKIP_MARKER in line:
-                skipped.add(number)
-                if line.lstrip().startswith("#"):
-                    skipped.add(number + 1)
-        return skipped
+            skip = find_skip(line)
+            if skip is not None:
+                for target in (number, number + 1) if line.lstrip().startswith("#") else (number,):
+                    skips[target] = _merge(skips.get(target), skip)
+        return skips
+
+
+def _merge(a: Skip | None, b: Skip) -> Skip:
+    """Both skips at once: everything when either is, else the listed rules of both."""
+    if a is None or b.everything:
+        return b
+    return a if a.everything else Skip(a.prefixes + b.prefixes)
+
+
+def _off(skips: dict[int, Skip], line: int, rule: str) -> bool:
+    """Whether a skip marker switches `rule` off on `line`."""
+    skip = skips.get(line)
+    return skip is not None and skip.covers(rule)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from migrate.configs.edits import Changes
-from migrate.engine import SKIP_FILE, FileResult, Options, TextChange, find_todos
+from migrate.engine import FileResult, Options, TextChange, find_todos
+from migrate.markers import SKIP_FILE
 
 class Undecodable(ValueError):
     """The file is not UTF-8; its message is the report line, `line` where decoding failed."""

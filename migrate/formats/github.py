@@ -9,7 +9,7 @@ A notebook finding carries no `line`: its lines count within a cell, not within 
 from __future__ import annotations
 
 from migrate.engine import FileResult, Finding
-from migrate.registry import get_rule
+from migrate.rule_families import get_rule
 from migrate.report import display_path, first_changed_line, ordered, rewrites_text, where
 
 

@@ -10,6 +10,7 @@ from importlib import metadata
 
 from migrate.engine import FileResult, Finding
 from migrate.report import Totals, display_path, ordered, unified_diff
+from migrate.rule_families import get_rule
 
 SCHEMA_VERSION = 1
 
@@ -22,8 +23,29 @@ def tool_version() -> str:
         return "0+unknown"
 
 
+def _safety(rule_id: str) -> tuple[str | None, str | None]:
+    """The rule's fix safety and, when unsafe, why; (None, None) for a pseudo-rule such as `parse-error`."""
+    rule = get_rule(rule_id)
+    if rule is None:
+        return None, None
+    return rule.safety, rule.safety_reason or None
+
+
 def _finding(finding: Finding) -> dict:
-    return {"rule": finding.rule, "message": finding.message, "line": finding.line, "cell": finding.cell}
+    safety, reason = _safety(finding.rule)
+    return {"rule": finding.rule, "message": finding.message, "line": finding.line, "cell": finding.cell,
+            "safety": safety, "safety_reason": reason}
+
+
+def _rules(results: list[FileResult]) -> dict:
+    """The fix safety of every rule this run reports (rewrites, TODOs, notes), keyed by id in id order."""
+    ids = {rule_id for r in results for rule_id in r.hits} | {f.rule for r in results for f in (*r.todos, *r.warnings)}
+    out = {}
+    for rule_id in sorted(ids):
+        safety, reason = _safety(rule_id)
+        if safety is not None:
+            out[rule_id] = {"safety": safety, "safety_reason": reason}
+    return out
 
 
 def render(results: list[FileResult], mode: str) -> str:
@@ -57,5 +79,6 @@ def render(results: list[FileResult], mode: str) -> str:
             "rewrites": dict(sorted(totals.rewrites.items())),
         },
         "files": files,
+        "rules": _rules(results),
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from migrate.engine import FileResult
-from migrate.registry import get_rule
+from migrate.rule_families import get_rule
 from migrate.report import Totals, display_path, ordered, rewrites_text, status_text, unified_diff, where
 
 MARKER = "<!-- neuron-migrate report -->"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from migrate.engine import FileResult
-from migrate.registry import get_rule
+from migrate.rule_families import get_rule
 from migrate.report import Totals, display_path, ordered, unified_diff, where
 
 _COLOURS = {"+": "green", "-": "red", "@": "cyan"}

@@ -5,30 +5,34 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import kwarg, method_of, on, replace_arg, string_value, with_string_value
 from migrate.rules.settings import setting, through
 
-register(Rule(
-    id="NM207",
-    name="flash-attention",
-    summary="`attn_implementation=\"flash_attention_2\"` (and 3, kernels-community) -> `\"sdpa\"`.",
-    rationale="FlashAttention kernels are CUDA-only. `sdpa` lowers to ATen scaled-dot-product "
-    "attention, which TorchNeuron provides; it is also the transformers default. Keywords, "
-    "dict keys, argparse/dataclass defaults are rewritten; `use_flash_attention_2=True` "
-    "(removed in transformers 5) becomes `attn_implementation=\"sdpa\"`.",
-    before='model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="flash_attention_2")\n',
-    after='model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="sdpa")\n',
-))
-register(Rule(
-    id="NM208",
-    name="xformers",
-    summary="`*.enable_xformers_memory_efficient_attention()` calls are removed.",
-    rationale="xformers is a CUDA kernel library; diffusers and transformers default to SDPA, "
-    "so dropping the call keeps behaviour. An `if` body left empty becomes `pass`.",
-    before='if args.enable_xformers_memory_efficient_attention:\n    unet.enable_xformers_memory_efficient_attention()\n',
-    after='if args.enable_xformers_memory_efficient_attention:\n    pass\n',
-))
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM207",
+        name="flash-attention",
+        safety="safe",
+        summary="`attn_implementation=\"flash_attention_2\"` (and 3, kernels-community) -> `\"sdpa\"`.",
+        rationale="FlashAttention kernels are CUDA-only. `sdpa` lowers to ATen scaled-dot-product "
+        "attention, which TorchNeuron provides; it is also the transformers default. Keywords, "
+        "dict keys, argparse/dataclass defaults are rewritten; `use_flash_attention_2=True` "
+        "(removed in transformers 5) becomes `attn_implementation=\"sdpa\"`.",
+        before='model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="flash_attention_2")\n',
+        after='model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="sdpa")\n',
+    ),
+    Rule(
+        id="NM208",
+        name="xformers",
+        safety="safe",
+        summary="`*.enable_xformers_memory_efficient_attention()` calls are removed.",
+        rationale="xformers is a CUDA kernel library; diffusers and transformers default to SDPA, "
+        "so dropping the call keeps behaviour. An `if` body left empty becomes `pass`.",
+        before='if args.enable_xformers_memory_efficient_attention:\n    unet.enable_xformers_memory_efficient_attention()\n',
+        after='if args.enable_xformers_memory_efficient_attention:\n    pass\n',
+    ),
+)
 
 
 def _flash(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:

@@ -1,16 +1,18 @@
 """How a rule family plugs into the single traversal, plus small libcst helpers they share.
 
-A family module registers its `Rule` records and decorates plain functions with
-`@on("Call")` (or another node type name). The transformer calls, for every node of that
-type, each hook in registration order on the *updated* node, and rules return either the
-same node or a replacement. Hooks never traverse on their own: that keeps the whole run to
-one pass over the tree.
+A family module declares its `Rule` records in a module-level `RULES` tuple and decorates plain
+functions with `@on("Call")` (or another node type name). `migrate.rule_families` collects the
+hooks of each family, in the order the families are listed there and, within a family, in the
+order they are defined. The transformer calls, for every node of that type, each hook in that
+order on the *updated* node, and rules return either the same node or a replacement. Hooks
+never traverse on their own: that keeps the whole run to one pass over the tree.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from types import ModuleType
 from typing import TypeVar
 
 import libcst as cst
@@ -20,17 +22,30 @@ from migrate.context import FileContext
 N = TypeVar("N", bound=cst.CSTNode)
 Hook = Callable[[cst.CSTNode, FileContext], cst.CSTNode]
 
-HOOKS: dict[str, list[Hook]] = {}
+HOOK_ATTRIBUTE = "neuron_migrate_node_type"  # set by `on` on a hook: the libcst class name it handles
 
 
 def on(node_type: str) -> Callable[[Callable[[N, FileContext], cst.CSTNode]], Callable[[N, FileContext], cst.CSTNode]]:
-    """Register a hook for leaving nodes of `node_type` (a libcst class name)."""
+    """Mark a function as the family's hook for leaving nodes of `node_type` (a libcst class name).
+
+    Marking registers nothing: `migrate.rule_families` collects the marked functions of the
+    families it lists, so the hook order is that table's order, not import order.
+    """
 
     def deco(fn: Callable[[N, FileContext], cst.CSTNode]) -> Callable[[N, FileContext], cst.CSTNode]:
-        HOOKS.setdefault(node_type, []).append(fn)  # type: ignore[arg-type]
+        setattr(fn, HOOK_ATTRIBUTE, node_type)
         return fn
 
     return deco
+
+
+def hooks_of(module: ModuleType) -> list[tuple[str, Hook]]:
+    """The `(node type, hook)` pairs a family module defines, in definition order."""
+    return [
+        (getattr(value, HOOK_ATTRIBUTE), value)
+        for value in vars(module).values()
+        if callable(value) and hasattr(value, HOOK_ATTRIBUTE) and getattr(value, "__module__", None) == module.__name__
+    ]
 
 
 # ---- keyword arguments -------------------------------------------------------------------

@@ -10,24 +10,27 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import on
 
-register(Rule(
-    id="NM104",
-    name="cuda-api",
-    summary="`torch.cuda.*` calls -> their `torch.neuron.*` or `torch.accelerator.*` equivalent.",
-    rationale="transformers and accelerate already call `torch.neuron.is_available`, "
-    "`device_count`, `set_device`, `current_device`, `manual_seed_all`, rng state, "
-    "`empty_cache` and the allocated-memory stats, so those keep their names. Reserved-memory "
-    "stats, `mem_get_info` and `synchronize` go through the generic `torch.accelerator` API "
-    "(torch >= 2.6), whose Neuron support does not depend on torch-neuronx naming. "
-    "`torch.cuda.OutOfMemoryError` is `torch.OutOfMemoryError`.",
-    before='import torch\nif torch.cuda.is_available():\n    torch.cuda.empty_cache()\n'
-    'torch.cuda.synchronize()\n',
-    after='import torch\nif torch.neuron.is_available():\n    torch.neuron.empty_cache()\n'
-    'torch.accelerator.synchronize()\n',
-))
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM104",
+        name="cuda-api",
+        safety="safe",
+        summary="`torch.cuda.*` calls -> their `torch.neuron.*` or `torch.accelerator.*` equivalent.",
+        rationale="transformers and accelerate already call `torch.neuron.is_available`, "
+        "`device_count`, `set_device`, `current_device`, `manual_seed_all`, rng state, "
+        "`empty_cache` and the allocated-memory stats, so those keep their names. Reserved-memory "
+        "stats, `mem_get_info` and `synchronize` go through the generic `torch.accelerator` API "
+        "(torch >= 2.6), whose Neuron support does not depend on torch-neuronx naming. "
+        "`torch.cuda.OutOfMemoryError` is `torch.OutOfMemoryError`.",
+        before='import torch\nif torch.cuda.is_available():\n    torch.cuda.empty_cache()\n'
+        'torch.cuda.synchronize()\n',
+        after='import torch\nif torch.neuron.is_available():\n    torch.neuron.empty_cache()\n'
+        'torch.accelerator.synchronize()\n',
+    ),
+)
 
 # torch.cuda.<name> -> (module, new name)
 _MAP: dict[str, tuple[str, str]] = {

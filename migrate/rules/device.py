@@ -12,7 +12,7 @@ import re
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import (
     add_kwarg,
     callee_name,
@@ -27,77 +27,87 @@ from migrate.rules.base import (
 )
 from migrate.rules.settings import setting, through
 
-register(Rule(
-    id="NM101",
-    name="cuda-method",
-    summary="`x.cuda()` -> `x.to(\"neuron\")`, keeping the index and `non_blocking`.",
-    rationale="`.cuda()` only targets CUDA. `.to(\"neuron\")` moves to the current NeuronCore; "
-    "an explicit index becomes `neuron:<i>`. The module `torch.cuda` is not a call and is left "
-    "to NM104.",
-    before='model = model.cuda()\nbatch = batch.cuda(local_rank, non_blocking=True)\n',
-    after='model = model.to("neuron")\nbatch = batch.to(f"neuron:{local_rank}", non_blocking=True)\n',
-))
-register(Rule(
-    id="NM102",
-    name="device-literal",
-    summary="`\"cuda\"`/`\"cuda:N\"`/`f\"cuda:{r}\"` in device positions -> `neuron`.",
-    rationale="Device positions are `.to(...)`, `device=`, `torch.device(...)`, `map_location=`, "
-    "assignments to device-named variables (`device`, `DEVICE`, `*_device`, `device_type`), "
-    "argparse `--device` defaults and dataclass `device` fields. The assignment is the source "
-    "of truth, so later `.to(device)` calls need no change. Conditional arms are rewritten "
-    "together with their `torch.cuda.is_available()` guard (NM104), never folded to CPU. "
-    "Strings elsewhere (prints, logs, comments) are prose and never touched. "
-    "`torch.Generator(device=\"cuda\")` becomes a CPU generator, which diffusers and samplers accept.",
-    before='import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
-    'x = torch.zeros(4, device="cuda:0")\n',
-    after='import torch\ndevice = "neuron" if torch.cuda.is_available() else "cpu"\n'
-    'x = torch.zeros(4, device="neuron:0")\n',
-))
-register(Rule(
-    id="NM103",
-    name="device-comparison",
-    summary="Comparisons of device values with `\"cuda\"` follow the renamed value.",
-    rationale="Context rule 3: once `device = \"cuda\"` becomes `\"neuron\"`, `if device == \"cuda\"` "
-    "would silently flip (nanoGPT turns autocast off, FastChat raises `Invalid device`). "
-    "Comparisons whose other side is a device-named value or `<x>.type`/`<x>.device.type` "
-    "are renamed consistently, including `\"cuda\" in device`.",
-    before='if device == "cuda":\n    dtype = "bfloat16"\npin = "cuda" in device\n',
-    after='if device == "neuron":\n    dtype = "bfloat16"\npin = "neuron" in device\n',
-))
-register(Rule(
-    id="NM105",
-    name="device-map",
-    summary="`device_map` forms -> a NeuronCore: `\"neuron\"` in one process, per rank otherwise.",
-    rationale="accelerate's `get_max_memory` has no Neuron branch, so `device_map=\"auto\"` "
-    "(also balanced/sequential) loads every weight on CPU with no error. A single-process "
-    "script gets `device_map=\"neuron\"`; a multi-process one (context rule 4: LOCAL_RANK, "
-    "process groups, DDP/FSDP, Accelerator, Trainer-family scripts) gets "
-    "`{\"\": f\"neuron:{int(os.environ.get('LOCAL_RANK', 0))}\"}` so each rank loads onto its "
-    "own core. `{\"\": expr}` keeps its index expression: `{\"\": f\"neuron:{expr}\"}`. TRL's "
-    "removed `get_kbit_device_map()` is replaced the same way.",
-    before='model = AutoModelForCausalLM.from_pretrained(name, device_map="auto")\n',
-    after='model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n',
-))
-register(Rule(
-    id="NM106",
-    name="device-ordinal",
-    summary="Integer device ordinals -> `neuron:<i>`; `pipeline(device=0)` -> `device=\"neuron\"`.",
-    rationale="A bare int resolves through `torch.accelerator` at best; `pipeline(device=0)` "
-    "silently runs on CPU on Neuron. `.to(local_rank)`, `.to(self.gpu_id)`, `.to(0)` are made "
-    "explicit: `.to(f\"neuron:{local_rank}\")`.",
-    before='model.to(local_rank)\npipe = pipeline("text-generation", model=name, device=0)\n',
-    after='model.to(f"neuron:{local_rank}")\npipe = pipeline("text-generation", model=name, device="neuron")\n',
-))
-register(Rule(
-    id="NM107",
-    name="pipeline-device",
-    summary="`pipeline(...)` that loads a model and names no device gets `device=\"neuron\"`.",
-    rationale="With no device, `pipeline()` resolves to CPU on Neuron (there is no neuron branch "
-    "in pipelines/base.py). Only pipelines that load the model themselves (a string model id) "
-    "are changed; a pipeline given a model object keeps where that model was placed.",
-    before='pipe = pipeline("text-generation", model="gpt2")\n',
-    after='pipe = pipeline("text-generation", model="gpt2", device="neuron")\n',
-))
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM101",
+        name="cuda-method",
+        safety="safe",
+        summary="`x.cuda()` -> `x.to(\"neuron\")`, keeping the index and `non_blocking`.",
+        rationale="`.cuda()` only targets CUDA. `.to(\"neuron\")` moves to the current NeuronCore; "
+        "an explicit index becomes `neuron:<i>`. The module `torch.cuda` is not a call and is left "
+        "to NM104.",
+        before='model = model.cuda()\nbatch = batch.cuda(local_rank, non_blocking=True)\n',
+        after='model = model.to("neuron")\nbatch = batch.to(f"neuron:{local_rank}", non_blocking=True)\n',
+    ),
+    Rule(
+        id="NM102",
+        name="device-literal",
+        safety="unsafe",
+        safety_reason='a `torch.Generator(device="cuda")` becomes a CPU generator, so seeded random streams differ',
+        summary="`\"cuda\"`/`\"cuda:N\"`/`f\"cuda:{r}\"` in device positions -> `neuron`.",
+        rationale="Device positions are `.to(...)`, `device=`, `torch.device(...)`, `map_location=`, "
+        "assignments to device-named variables (`device`, `DEVICE`, `*_device`, `device_type`), "
+        "argparse `--device` defaults and dataclass `device` fields. The assignment is the source "
+        "of truth, so later `.to(device)` calls need no change. Conditional arms are rewritten "
+        "together with their `torch.cuda.is_available()` guard (NM104), never folded to CPU. "
+        "Strings elsewhere (prints, logs, comments) are prose and never touched. "
+        "`torch.Generator(device=\"cuda\")` becomes a CPU generator, which diffusers and samplers accept.",
+        before='import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
+        'x = torch.zeros(4, device="cuda:0")\n',
+        after='import torch\ndevice = "neuron" if torch.cuda.is_available() else "cpu"\n'
+        'x = torch.zeros(4, device="neuron:0")\n',
+    ),
+    Rule(
+        id="NM103",
+        name="device-comparison",
+        safety="safe",
+        summary="Comparisons of device values with `\"cuda\"` follow the renamed value.",
+        rationale="Context rule 3: once `device = \"cuda\"` becomes `\"neuron\"`, `if device == \"cuda\"` "
+        "would silently flip (nanoGPT turns autocast off, FastChat raises `Invalid device`). "
+        "Comparisons whose other side is a device-named value or `<x>.type`/`<x>.device.type` "
+        "are renamed consistently, including `\"cuda\" in device`.",
+        before='if device == "cuda":\n    dtype = "bfloat16"\npin = "cuda" in device\n',
+        after='if device == "neuron":\n    dtype = "bfloat16"\npin = "neuron" in device\n',
+    ),
+    Rule(
+        id="NM105",
+        name="device-map",
+        safety="unsafe",
+        safety_reason="a model that `auto` would have split or offloaded is placed whole on one NeuronCore per process",
+        summary="`device_map` forms -> a NeuronCore: `\"neuron\"` in one process, per rank otherwise.",
+        rationale="accelerate's `get_max_memory` has no Neuron branch, so `device_map=\"auto\"` "
+        "(also balanced/sequential) loads every weight on CPU with no error. A single-process "
+        "script gets `device_map=\"neuron\"`; a multi-process one (context rule 4: LOCAL_RANK, "
+        "process groups, DDP/FSDP, Accelerator, Trainer-family scripts) gets "
+        "`{\"\": f\"neuron:{int(os.environ.get('LOCAL_RANK', 0))}\"}` so each rank loads onto its "
+        "own core. `{\"\": expr}` keeps its index expression: `{\"\": f\"neuron:{expr}\"}`. TRL's "
+        "removed `get_kbit_device_map()` is replaced the same way.",
+        before='model = AutoModelForCausalLM.from_pretrained(name, device_map="auto")\n',
+        after='model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n',
+    ),
+    Rule(
+        id="NM106",
+        name="device-ordinal",
+        safety="safe",
+        summary="Integer device ordinals -> `neuron:<i>`; `pipeline(device=0)` -> `device=\"neuron\"`.",
+        rationale="A bare int resolves through `torch.accelerator` at best; `pipeline(device=0)` "
+        "silently runs on CPU on Neuron. `.to(local_rank)`, `.to(self.gpu_id)`, `.to(0)` are made "
+        "explicit: `.to(f\"neuron:{local_rank}\")`.",
+        before='model.to(local_rank)\npipe = pipeline("text-generation", model=name, device=0)\n',
+        after='model.to(f"neuron:{local_rank}")\npipe = pipeline("text-generation", model=name, device="neuron")\n',
+    ),
+    Rule(
+        id="NM107",
+        name="pipeline-device",
+        safety="safe",
+        summary="`pipeline(...)` that loads a model and names no device gets `device=\"neuron\"`.",
+        rationale="With no device, `pipeline()` resolves to CPU on Neuron (there is no neuron branch "
+        "in pipelines/base.py). Only pipelines that load the model themselves (a string model id) "
+        "are changed; a pipeline given a model object keeps where that model was placed.",
+        before='pipe = pipeline("text-generation", model="gpt2")\n',
+        after='pipe = pipeline("text-generation", model="gpt2", device="neuron")\n',
+    ),
+)
 
 _DEVICE_NAMES = r"(?i)device|dev|\w+_device|device_(?:type|str|name)"
 _DEVICE_VALUE_NAMES = re.compile(r"(?i)device|dev|\w+_device|device_(?:type|str|name)")

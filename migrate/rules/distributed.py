@@ -5,39 +5,45 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import callee_name, kwarg, on, remove_arg, replace_arg, string_value, with_string_value
 from migrate.rules.settings import setting, through
 
-register(Rule(
-    id="NM401",
-    name="nccl-backend",
-    summary="Process-group backend `\"nccl\"` -> `\"neuron\"`.",
-    rationale="`dist.init_process_group(backend=\"neuron\")` is the Neuron collective backend. "
-    "The positional and keyword forms of `init_process_group`, `backend = \"nccl\"` constants "
-    "(nanoGPT), argparse `--backend`/`--dist_backend` defaults and `\"nccl\" if ... else "
-    "\"gloo\"` are rewritten; the guard follows through NM104.",
-    before='import torch.distributed as dist\ndist.init_process_group("nccl")\n',
-    after='import torch.distributed as dist\ndist.init_process_group("neuron")\n',
-))
-register(Rule(
-    id="NM402",
-    name="ddp-device-ids",
-    summary="`DistributedDataParallel(model, device_ids=[r], output_device=r)` -> `DistributedDataParallel(model)`.",
-    rationale="`device_ids`/`output_device` are CUDA-oriented; the model already sits on its "
-    "rank's NeuronCore, which DDP uses when no ids are given.",
-    before='from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model, device_ids=[local_rank])\n',
-    after='from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model)\n',
-))
-register(Rule(
-    id="NM403",
-    name="ddp-backend-arg",
-    summary="Drop `ddp_backend=\"nccl\"` from TrainingArguments and TRL configs.",
-    rationale="accelerate's Neuron branch sets `backend=\"neuron\"` itself; an explicit nccl "
-    "would be wrong on Trainium and is dropped for clarity.",
-    before='args = TrainingArguments(output_dir="out", ddp_backend="nccl")\n',
-    after='args = TrainingArguments(output_dir="out")\n',
-))
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM401",
+        name="nccl-backend",
+        safety="safe",
+        summary="Process-group backend `\"nccl\"` -> `\"neuron\"`.",
+        rationale="`dist.init_process_group(backend=\"neuron\")` is the Neuron collective backend. "
+        "The positional and keyword forms of `init_process_group`, `backend = \"nccl\"` constants "
+        "(nanoGPT), argparse `--backend`/`--dist_backend` defaults and `\"nccl\" if ... else "
+        "\"gloo\"` are rewritten; the guard follows through NM104.",
+        before='import torch.distributed as dist\ndist.init_process_group("nccl")\n',
+        after='import torch.distributed as dist\ndist.init_process_group("neuron")\n',
+    ),
+    Rule(
+        id="NM402",
+        name="ddp-device-ids",
+        safety="unsafe",
+        safety_reason="DDP no longer moves inputs to the device itself: CPU inputs must be moved by the script",
+        summary="`DistributedDataParallel(model, device_ids=[r], output_device=r)` -> `DistributedDataParallel(model)`.",
+        rationale="`device_ids`/`output_device` are CUDA-oriented; the model already sits on its "
+        "rank's NeuronCore, which DDP uses when no ids are given.",
+        before='from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model, device_ids=[local_rank])\n',
+        after='from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model)\n',
+    ),
+    Rule(
+        id="NM403",
+        name="ddp-backend-arg",
+        safety="safe",
+        summary="Drop `ddp_backend=\"nccl\"` from TrainingArguments and TRL configs.",
+        rationale="accelerate's Neuron branch sets `backend=\"neuron\"` itself; an explicit nccl "
+        "would be wrong on Trainium and is dropped for clarity.",
+        before='args = TrainingArguments(output_dir="out", ddp_backend="nccl")\n',
+        after='args = TrainingArguments(output_dir="out")\n',
+    ),
+)
 
 
 def _nccl(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:

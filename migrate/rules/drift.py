@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import callee_name, kwarg, on, remove_arg, rename_kwarg, replace_arg
 from migrate.rules.legacy import family_state
 
-_RULES = [
+_RENAMES = [
     ("NM701", "eval-strategy", "`evaluation_strategy=` -> `eval_strategy=`.",
      "Renamed in transformers 4.46 and removed in 5.",
      'args = TrainingArguments(output_dir="out", evaluation_strategy="steps")\n',
@@ -63,46 +63,59 @@ _RULES = [
      'args = GRPOConfig(output_dir="out", max_prompt_length=256)\n',
      'args = GRPOConfig(output_dir="out")\n'),
 ]
-for rule_id, name, summary, rationale, before, after in _RULES:
-    register(Rule(id=rule_id, name=name, summary=summary, rationale=rationale, before=before, after=after))
-register(Rule(
-    id="NM709",
-    name="removed-field-reads",
-    summary="Reads of removed fields on a known training-arguments object: renamed fields read the new one, "
-    "`overwrite_output_dir` reads `True`.",
-    rationale="A script that parses `TrainingArguments` and then reads `training_args.overwrite_output_dir` "
-    "(run_clm-style checkpoint detection) or `.evaluation_strategy` fails with AttributeError once the "
-    "field is gone. Renamed fields with the same meaning read their new name; `group_by_length` becomes "
-    "a test of `train_sampling_strategy`. `overwrite_output_dir` was only ever read by such scripts "
-    "(transformers PR #41323): transformers 5 always behaves as if it were set (the Trainer never "
-    "refuses a non-empty `output_dir` and resumes only from `resume_from_checkpoint`), which is also "
-    "what Optimum launch lines asked for (`--overwrite_output_dir`, removed there by NM817), so it "
-    "reads `True`; the report says so. Only names bound to a `TrainingArguments`/TRL config call or "
-    "unpacked from `HfArgumentParser(...).parse_*()`/`TrlParser` are touched, and not when the "
-    "script assigns the field itself.",
-    before='from transformers import HfArgumentParser, TrainingArguments\n'
-    'parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n'
-    'resume = not training_args.overwrite_output_dir\n',
-    after='from transformers import HfArgumentParser, TrainingArguments\n'
-    'parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n'
-    'resume = not True\n',
-))
-register(Rule(
-    id="NM921",
-    name="removed-field-read",
-    summary="TODO: a read of a removed training-arguments field with no same-valued replacement.",
-    rationale="`logging_dir`, `warmup_ratio`, `use_mps_device` (transformers 5) and `max_prompt_length` "
-    "(TRL 1.x) have no field holding the same value, so the read raises AttributeError and needs a "
-    "person; the TODO says what replaced the setting. Emitted by the drift family (NM709's resolution "
-    "of the receiver).",
-    before='from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="out")\n'
-    'writer = SummaryWriter(args.logging_dir)\n',
-    after='from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="out")\n'
-    '# TODO(neuron-migrate NM921): args.logging_dir raises AttributeError: transformers 5 removed logging_dir; '
-    'TensorBoard logs go to $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>\n'
-    'writer = SummaryWriter(args.logging_dir)\n',
-    todo=True,
-))
+# The renames above that change what a run does, and how (the others keep behaviour: fix safety "safe").
+_CHANGES_BEHAVIOUR = {
+    "NM703": "logs go to the integrations' default directory instead of `logging_dir`",
+    "NM708": "prompts are no longer truncated separately from the full sequence",
+}
+
+RULES: tuple[Rule, ...] = (
+    *(Rule(id=rule_id, name=name, summary=summary, rationale=rationale, before=before, after=after,
+           safety="unsafe" if rule_id in _CHANGES_BEHAVIOUR else "safe",
+           safety_reason=_CHANGES_BEHAVIOUR.get(rule_id, ""))
+      for rule_id, name, summary, rationale, before, after in _RENAMES),
+    Rule(
+        id="NM709",
+        name="removed-field-reads",
+        safety="unsafe",
+        safety_reason="`overwrite_output_dir` reads `True`, so checkpoint detection on it no longer resumes",
+        summary="Reads of removed fields on a known training-arguments object: renamed fields read the new one, "
+        "`overwrite_output_dir` reads `True`.",
+        rationale="A script that parses `TrainingArguments` and then reads `training_args.overwrite_output_dir` "
+        "(run_clm-style checkpoint detection) or `.evaluation_strategy` fails with AttributeError once the "
+        "field is gone. Renamed fields with the same meaning read their new name; `group_by_length` becomes "
+        "a test of `train_sampling_strategy`. `overwrite_output_dir` was only ever read by such scripts "
+        "(transformers PR #41323): transformers 5 always behaves as if it were set (the Trainer never "
+        "refuses a non-empty `output_dir` and resumes only from `resume_from_checkpoint`), which is also "
+        "what Optimum launch lines asked for (`--overwrite_output_dir`, removed there by NM817), so it "
+        "reads `True`; the report says so. Only names bound to a `TrainingArguments`/TRL config call or "
+        "unpacked from `HfArgumentParser(...).parse_*()`/`TrlParser` are touched, and not when the "
+        "script assigns the field itself.",
+        before='from transformers import HfArgumentParser, TrainingArguments\n'
+        'parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n'
+        'resume = not training_args.overwrite_output_dir\n',
+        after='from transformers import HfArgumentParser, TrainingArguments\n'
+        'parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n'
+        'resume = not True\n',
+    ),
+    Rule(
+        id="NM921",
+        name="removed-field-read",
+        safety="safe",
+        summary="TODO: a read of a removed training-arguments field with no same-valued replacement.",
+        rationale="`logging_dir`, `warmup_ratio`, `use_mps_device` (transformers 5) and `max_prompt_length` "
+        "(TRL 1.x) have no field holding the same value, so the read raises AttributeError and needs a "
+        "person; the TODO says what replaced the setting. Emitted by the drift family (NM709's resolution "
+        "of the receiver).",
+        before='from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="out")\n'
+        'writer = SummaryWriter(args.logging_dir)\n',
+        after='from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="out")\n'
+        '# TODO(neuron-migrate NM921): args.logging_dir raises AttributeError: transformers 5 removed logging_dir; '
+        'TensorBoard logs go to $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>\n'
+        'writer = SummaryWriter(args.logging_dir)\n',
+        todo=True,
+    ),
+)
 
 
 @dataclass(frozen=True)

@@ -13,58 +13,67 @@ import re
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import add_kwarg, callee_name, has_star_kwargs, kwarg, last_name, method_of, on, remove_arg, replace_arg, string_value
 
-register(Rule(
-    id="NM301",
-    name="generate-inputs-on-cpu",
-    summary="Drop `.to(device)`/`.cuda()` on tensors that only flow into `generate()`.",
-    rationale="transformers moves generate inputs to the model's device right before each "
-    "forward so that Neuron callers can keep them on CPU; a growing input tensor on the device "
-    "would recompile every step. A tensor also used in a forward pass, a loss or a metric keeps "
-    "its `.to(...)` (context rule 1); shape reads (`.shape`, `len()`) do not count as uses. "
-    "Data flow is tracked per function.",
-    before='inputs = tokenizer(prompt, return_tensors="pt").to(model.device)\n'
-    'out = model.generate(**inputs, max_new_tokens=32)\n',
-    after='inputs = tokenizer(prompt, return_tensors="pt")\n'
-    'out = model.generate(**inputs, max_new_tokens=32)\n',
-))
-register(Rule(
-    id="NM302",
-    name="static-cache",
-    summary="`model.generate(...)` gets `cache_implementation=\"static\"`.",
-    rationale="With a dynamic cache every decode step has a new shape and compiles a new graph. "
-    "A static cache keeps one shape, and transformers auto-compiles it for Neuron. Calls that "
-    "already choose a cache, or forward `**generation_kwargs` that might, are left alone; "
-    "vLLM engines (`LLM(...).generate`) are not transformers models and are skipped.",
-    before='out = model.generate(**inputs, max_new_tokens=32)\n',
-    after='out = model.generate(**inputs, max_new_tokens=32, cache_implementation="static")\n',
-))
-register(Rule(
-    id="NM303",
-    name="pad-prompts",
-    summary="Prompts tokenized for `generate()` are padded to a multiple of 128 (left side).",
-    rationale="Each distinct prompt length is a distinct prefill graph. `padding=True, "
-    "pad_to_multiple_of=128` buckets lengths (it pads even a single prompt); decoder-only "
-    "generation needs left padding. Applied only to tokenizer calls whose result flows only "
-    "into `generate()`, and only when the script sets a pad token (padding needs one).",
-    before='tokenizer.pad_token = tokenizer.eos_token\n'
-    'inputs = tokenizer(prompt, return_tensors="pt")\nout = model.generate(**inputs)\n',
-    after='tokenizer.pad_token = tokenizer.eos_token\n'
-    'inputs = tokenizer(prompt, return_tensors="pt", padding=True, pad_to_multiple_of=128, padding_side="left")\n'
-    'out = model.generate(**inputs)\n',
-))
-register(Rule(
-    id="NM304",
-    name="no-vllm-generation",
-    summary="`GRPOConfig(use_vllm=True, vllm_*=...)` -> `use_vllm=False, cache_implementation=\"static\"`.",
-    rationale="vLLM does not run on TorchNeuron; TRL's online trainers fall back to "
-    "`model.generate`, which needs a static cache to compile once. The `vllm_*` settings are "
-    "dropped. Generation is slower than with vLLM.",
-    before='args = GRPOConfig(output_dir="out", use_vllm=True, vllm_mode="colocate")\n',
-    after='args = GRPOConfig(output_dir="out", use_vllm=False, cache_implementation="static")\n',
-))
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM301",
+        name="generate-inputs-on-cpu",
+        safety="safe",
+        summary="Drop `.to(device)`/`.cuda()` on tensors that only flow into `generate()`.",
+        rationale="transformers moves generate inputs to the model's device right before each "
+        "forward so that Neuron callers can keep them on CPU; a growing input tensor on the device "
+        "would recompile every step. A tensor also used in a forward pass, a loss or a metric keeps "
+        "its `.to(...)` (context rule 1); shape reads (`.shape`, `len()`) do not count as uses. "
+        "Data flow is tracked per function.",
+        before='inputs = tokenizer(prompt, return_tensors="pt").to(model.device)\n'
+        'out = model.generate(**inputs, max_new_tokens=32)\n',
+        after='inputs = tokenizer(prompt, return_tensors="pt")\n'
+        'out = model.generate(**inputs, max_new_tokens=32)\n',
+    ),
+    Rule(
+        id="NM302",
+        name="static-cache",
+        safety="safe",
+        summary="`model.generate(...)` gets `cache_implementation=\"static\"`.",
+        rationale="With a dynamic cache every decode step has a new shape and compiles a new graph. "
+        "A static cache keeps one shape, and transformers auto-compiles it for Neuron. Calls that "
+        "already choose a cache, or forward `**generation_kwargs` that might, are left alone; "
+        "vLLM engines (`LLM(...).generate`) are not transformers models and are skipped.",
+        before='out = model.generate(**inputs, max_new_tokens=32)\n',
+        after='out = model.generate(**inputs, max_new_tokens=32, cache_implementation="static")\n',
+    ),
+    Rule(
+        id="NM303",
+        name="pad-prompts",
+        safety="unsafe",
+        safety_reason="prompts get up to 127 more pad tokens: shapes change, outputs match only where padding is "
+        "masked",
+        summary="Prompts tokenized for `generate()` are padded to a multiple of 128 (left side).",
+        rationale="Each distinct prompt length is a distinct prefill graph. `padding=True, "
+        "pad_to_multiple_of=128` buckets lengths (it pads even a single prompt); decoder-only "
+        "generation needs left padding. Applied only to tokenizer calls whose result flows only "
+        "into `generate()`, and only when the script sets a pad token (padding needs one).",
+        before='tokenizer.pad_token = tokenizer.eos_token\n'
+        'inputs = tokenizer(prompt, return_tensors="pt")\nout = model.generate(**inputs)\n',
+        after='tokenizer.pad_token = tokenizer.eos_token\n'
+        'inputs = tokenizer(prompt, return_tensors="pt", padding=True, pad_to_multiple_of=128, padding_side="left")\n'
+        'out = model.generate(**inputs)\n',
+    ),
+    Rule(
+        id="NM304",
+        name="no-vllm-generation",
+        safety="unsafe",
+        safety_reason="generation moves from vLLM to `model.generate`: slower, and sampled completions differ",
+        summary="`GRPOConfig(use_vllm=True, vllm_*=...)` -> `use_vllm=False, cache_implementation=\"static\"`.",
+        rationale="vLLM does not run on TorchNeuron; TRL's online trainers fall back to "
+        "`model.generate`, which needs a static cache to compile once. The `vllm_*` settings are "
+        "dropped. Generation is slower than with vLLM.",
+        before='args = GRPOConfig(output_dir="out", use_vllm=True, vllm_mode="colocate")\n',
+        after='args = GRPOConfig(output_dir="out", use_vllm=False, cache_implementation="static")\n',
+    ),
+)
 
 _TOKENIZER = re.compile(r"(?i)\w*(tokenizer|tok|processor)")
 _FORWARDED = re.compile(r"(?i)\w*(kwargs|config|params|args)\w*")

@@ -29,9 +29,13 @@ from typing import TypeVar
 import libcst as cst
 
 from migrate.context import FileContext
+from migrate.markers import find_skip
 from migrate.names import dotted
+from migrate.registry import Rule
 from migrate.rules.base import on
 from migrate.rules.legacy_todos import attach, leftover_rule
+
+RULES: tuple[Rule, ...] = ()  # no rules of its own: its hooks prune what the Optimum Neuron and torch_xla families mark
 
 ROOTS = ("optimum.neuron", "torch_xla")
 _MENTION = re.compile(r"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b")
@@ -195,10 +199,13 @@ def _removal(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
 
 
 def _skipped(stmt: cst.CSTNode) -> bool:
-    """True for a statement the user marked `# neuron-migrate: skip` (on it or on the line above)."""
-    from migrate.transform import SKIP_MARKER  # the engine imports the rules: import late
+    """True for a statement the user marked `# neuron-migrate: skip` (on it or on the line above).
 
-    return SKIP_MARKER in code(stmt)
+    A `skip[...]` marker counts when it may name an Optimum Neuron or torch_xla rule (NM5xx,
+    NM6xx, their TODOs NM91x): these module-level passes cannot tell which of them a change serves.
+    """
+    skip = find_skip(code(stmt))
+    return skip is not None and any(skip.touches(family) for family in ("NM5", "NM6", "NM91"))
 
 
 def _prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.BaseStatement] | None:

@@ -14,7 +14,8 @@ from typing import TypeVar
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.markers import TODO_PREFIX
+from migrate.registry import Rule
 
 S = TypeVar("S", bound=cst.BaseStatement)
 
@@ -114,11 +115,14 @@ _AFTER = {
 
 MESSAGES = {rule_id: entry[3] for rule_id, entry in _TODOS.items()}
 
-for _id, (_name, _title, _why, _message, _before) in _TODOS.items():
-    register(Rule(
+RULES: tuple[Rule, ...] = tuple(
+    Rule(
         id=_id, name=_name, summary=f"TODO: {_title}.", rationale=_why, before=_before,
-        after=_AFTER[_id].replace("{t}", f"# TODO(neuron-migrate {_id}): {_message}\n"), todo=True,
-    ))
+        after=_AFTER[_id].replace("{t}", f"# TODO(neuron-migrate {_id}): {_message}\n"), safety="safe",
+        todo=True,
+    )
+    for _id, (_name, _title, _why, _message, _before) in _TODOS.items()
+)
 
 
 def todo(ctx: FileContext, rule_id: str, message: str | None = None) -> None:
@@ -138,7 +142,6 @@ def attach(stmt: S, ctx: FileContext, rule_id: str, header: Set[str] = frozenset
     For statements that replace the one a hook ran for (an unwrapped `with`, a rewritten
     import), whose statement frame no longer owns them.
     """
-    from migrate.transform import TODO_PREFIX  # the engine imports the rules: import late
 
     tag = f"{TODO_PREFIX}{rule_id}"
     present = {line.comment.value.split(")")[0] for line in stmt.leading_lines if line.comment is not None}

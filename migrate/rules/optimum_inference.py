@@ -17,88 +17,99 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, last_name, method_of, on, remove_arg, string_value
 from migrate.rules.legacy import Removal, assignment, code, family_state, is_legacy, removable, resolve, swap, want_import, wrap_long
 from migrate.rules.legacy_todos import flatten, todo
 
-register(Rule(
-    id="NM511",
-    name="neuron-model-classes",
-    summary="Inference `NeuronModelForXxx.from_pretrained(..., export=True, ...)` -> `AutoModelForXxx` on `device_map=\"neuron\"` in bf16.",
-    rationale="Every traced or NxD Optimum model class has a transformers auto class that loads "
-    "the same checkpoint; TorchNeuron compiles it on first use, so `export`, the export shapes "
-    "and the compiler arguments (`num_cores`, `auto_cast`, `optlevel`, ...) are dropped. The "
-    "dtype follows `auto_cast_type` (bf16 unless fp32 was asked for). A model split over "
-    "`num_cores`/`tensor_parallel_size` > 1 gets `distributed_config=DistributedConfig(tp_size=N)` "
-    "instead of a device map and TODO NM917 (one process per core). Resolved by import path: "
-    "the training `NeuronModelForCausalLM` is NM506's.",
-    before='import torch\nfrom optimum.neuron import NeuronModelForSequenceClassification\n'
-    'model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, auto_cast="matmul")\n',
-    after='import torch\nfrom transformers import AutoModelForSequenceClassification\n'
-    'model = AutoModelForSequenceClassification.from_pretrained(\n    model_id,\n    device_map="neuron",\n'
-    '    dtype=torch.bfloat16,\n)\n',
-))
-register(Rule(
-    id="NM512",
-    name="export-shapes",
-    summary="Export shapes stay static: decoders get a static cache of `max_cache_len = sequence_length`.",
-    rationale="`sequence_length` bounded prompt plus generated tokens of a compiled decoder; a "
-    "static KV cache of that length keeps one decode graph (transformers compiles it for the "
-    "`neuron` backend). `model.neuron_config.batch_size` / `model.config.neuron[\"batch_size\"]` "
-    "and the other export values read later become the values of the export call.",
-    before='from optimum.neuron import NeuronModelForCausalLM\n'
-    'model = NeuronModelForCausalLM.from_pretrained(model_id, export=True, batch_size=1, sequence_length=1024)\n'
-    'n = model.neuron_config.batch_size\n',
-    after='from optimum.neuron import NeuronModelForCausalLM\n'
-    'model = NeuronModelForCausalLM.from_pretrained(model_id, export=True, batch_size=1, sequence_length=1024)\n'
-    'model.generation_config.cache_implementation = "static"\nmodel.generation_config.max_cache_len = 1024\n'
-    'n = 1\n',
-))
-register(Rule(
-    id="NM513",
-    name="neuron-export-api",
-    summary="0.4.x `get_neuron_config(...)` + `export(...)` -> `AutoModelForCausalLM.from_pretrained(...)`.",
-    rationale="From 0.4 Optimum decoders are exported with `cfg = NeuronModelForCausalLM."
-    "get_neuron_config(id, batch_size=, sequence_length=, tensor_parallel_size=)` and "
-    "`NeuronModelForCausalLM.export(id, neuron_config=cfg, load_weights=True)`. Natively the "
-    "model is loaded from the same id; the config's shapes feed NM512 and the config "
-    "statement goes once nothing else reads it.",
-    before='from optimum.neuron import NeuronModelForCausalLM\n'
-    'cfg = NeuronModelForCausalLM.get_neuron_config(model_id, batch_size=1, sequence_length=512)\n'
-    'model = NeuronModelForCausalLM.export(model_id, neuron_config=cfg, load_weights=True)\n',
-    after='from optimum.neuron import NeuronModelForCausalLM\n'
-    'model = NeuronModelForCausalLM.from_pretrained(model_id)\n',
-))
-register(Rule(
-    id="NM514",
-    name="encoder-inputs",
-    summary="Encoder inputs are padded to the export `sequence_length` and moved to the model's device.",
-    rationale="Optimum padded inputs of traced encoders to the compiled shape and took CPU "
-    "tensors. Natively `tokenizer(..., padding=\"max_length\", max_length=sequence_length, "
-    "truncation=True)` keeps one graph, and the batch has to be on the model's device "
-    "(`.to(model.device)`); outputs come back on the device.",
-    before='from optimum.neuron import NeuronModelForSequenceClassification\n'
-    'model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, sequence_length=128)\n'
-    'inputs = tokenizer(text, return_tensors="pt")\n',
-    after='from optimum.neuron import NeuronModelForSequenceClassification\n'
-    'model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, sequence_length=128)\n'
-    'inputs = tokenizer(\n    text,\n    return_tensors="pt",\n    padding="max_length",\n    max_length=128,\n'
-    '    truncation=True,\n).to(model.device)\n',
-))
-register(Rule(
-    id="NM515",
-    name="optimum-pipeline",
-    summary="`optimum.neuron.pipeline(...)` -> `transformers.pipeline(..., device=\"neuron\", dtype=torch.bfloat16)`.",
-    rationale="transformers' pipeline runs on the NeuronCore with `device=\"neuron\"` (without a "
-    "device it runs on CPU on Neuron). `export`, `input_shapes`, `compiler_args` and "
-    "`num_cores` are dropped; a text-generation pipeline's `sequence_length` becomes its "
-    "model's static cache length (NM512).",
-    before='import torch\nfrom optimum.neuron import pipeline\n'
-    'pipe = pipeline("text-classification", model_id, export=True)\n',
-    after='import torch\nfrom transformers import pipeline\n'
-    'pipe = pipeline("text-classification", model_id, device="neuron", dtype=torch.bfloat16)\n',
-))
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM511",
+        name="neuron-model-classes",
+        safety="unsafe",
+        safety_reason="export shapes and compiler options are dropped; the model runs in the export dtype on `neuron`",
+        summary="Inference `NeuronModelForXxx.from_pretrained(..., export=True, ...)` -> `AutoModelForXxx` on `device_map=\"neuron\"` in bf16.",
+        rationale="Every traced or NxD Optimum model class has a transformers auto class that loads "
+        "the same checkpoint; TorchNeuron compiles it on first use, so `export`, the export shapes "
+        "and the compiler arguments (`num_cores`, `auto_cast`, `optlevel`, ...) are dropped. The "
+        "dtype follows `auto_cast_type` (bf16 unless fp32 was asked for). A model split over "
+        "`num_cores`/`tensor_parallel_size` > 1 gets `distributed_config=DistributedConfig(tp_size=N)` "
+        "instead of a device map and TODO NM917 (one process per core). Resolved by import path: "
+        "the training `NeuronModelForCausalLM` is NM506's.",
+        before='import torch\nfrom optimum.neuron import NeuronModelForSequenceClassification\n'
+        'model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, auto_cast="matmul")\n',
+        after='import torch\nfrom transformers import AutoModelForSequenceClassification\n'
+        'model = AutoModelForSequenceClassification.from_pretrained(\n    model_id,\n    device_map="neuron",\n'
+        '    dtype=torch.bfloat16,\n)\n',
+    ),
+    Rule(
+        id="NM512",
+        name="export-shapes",
+        safety="safe",
+        summary="Export shapes stay static: decoders get a static cache of `max_cache_len = sequence_length`.",
+        rationale="`sequence_length` bounded prompt plus generated tokens of a compiled decoder; a "
+        "static KV cache of that length keeps one decode graph (transformers compiles it for the "
+        "`neuron` backend). `model.neuron_config.batch_size` / `model.config.neuron[\"batch_size\"]` "
+        "and the other export values read later become the values of the export call.",
+        before='from optimum.neuron import NeuronModelForCausalLM\n'
+        'model = NeuronModelForCausalLM.from_pretrained(model_id, export=True, batch_size=1, sequence_length=1024)\n'
+        'n = model.neuron_config.batch_size\n',
+        after='from optimum.neuron import NeuronModelForCausalLM\n'
+        'model = NeuronModelForCausalLM.from_pretrained(model_id, export=True, batch_size=1, sequence_length=1024)\n'
+        'model.generation_config.cache_implementation = "static"\nmodel.generation_config.max_cache_len = 1024\n'
+        'n = 1\n',
+    ),
+    Rule(
+        id="NM513",
+        name="neuron-export-api",
+        safety="unsafe",
+        safety_reason="export shapes and compiler options are dropped; the model is loaded natively instead",
+        summary="0.4.x `get_neuron_config(...)` + `export(...)` -> `AutoModelForCausalLM.from_pretrained(...)`.",
+        rationale="From 0.4 Optimum decoders are exported with `cfg = NeuronModelForCausalLM."
+        "get_neuron_config(id, batch_size=, sequence_length=, tensor_parallel_size=)` and "
+        "`NeuronModelForCausalLM.export(id, neuron_config=cfg, load_weights=True)`. Natively the "
+        "model is loaded from the same id; the config's shapes feed NM512 and the config "
+        "statement goes once nothing else reads it.",
+        before='from optimum.neuron import NeuronModelForCausalLM\n'
+        'cfg = NeuronModelForCausalLM.get_neuron_config(model_id, batch_size=1, sequence_length=512)\n'
+        'model = NeuronModelForCausalLM.export(model_id, neuron_config=cfg, load_weights=True)\n',
+        after='from optimum.neuron import NeuronModelForCausalLM\n'
+        'model = NeuronModelForCausalLM.from_pretrained(model_id)\n',
+    ),
+    Rule(
+        id="NM514",
+        name="encoder-inputs",
+        safety="unsafe",
+        safety_reason="inputs are padded to the export length, so per-token outputs have that length, on the device",
+        summary="Encoder inputs are padded to the export `sequence_length` and moved to the model's device.",
+        rationale="Optimum padded inputs of traced encoders to the compiled shape and took CPU "
+        "tensors. Natively `tokenizer(..., padding=\"max_length\", max_length=sequence_length, "
+        "truncation=True)` keeps one graph, and the batch has to be on the model's device "
+        "(`.to(model.device)`); outputs come back on the device.",
+        before='from optimum.neuron import NeuronModelForSequenceClassification\n'
+        'model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, sequence_length=128)\n'
+        'inputs = tokenizer(text, return_tensors="pt")\n',
+        after='from optimum.neuron import NeuronModelForSequenceClassification\n'
+        'model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, sequence_length=128)\n'
+        'inputs = tokenizer(\n    text,\n    return_tensors="pt",\n    padding="max_length",\n    max_length=128,\n'
+        '    truncation=True,\n).to(model.device)\n',
+    ),
+    Rule(
+        id="NM515",
+        name="optimum-pipeline",
+        safety="unsafe",
+        safety_reason="the pipeline's model runs in bf16 on the NeuronCore, without Optimum's export options",
+        summary="`optimum.neuron.pipeline(...)` -> `transformers.pipeline(..., device=\"neuron\", dtype=torch.bfloat16)`.",
+        rationale="transformers' pipeline runs on the NeuronCore with `device=\"neuron\"` (without a "
+        "device it runs on CPU on Neuron). `export`, `input_shapes`, `compiler_args` and "
+        "`num_cores` are dropped; a text-generation pipeline's `sequence_length` becomes its "
+        "model's static cache length (NM512).",
+        before='import torch\nfrom optimum.neuron import pipeline\n'
+        'pipe = pipeline("text-classification", model_id, export=True)\n',
+        after='import torch\nfrom transformers import pipeline\n'
+        'pipe = pipeline("text-classification", model_id, device="neuron", dtype=torch.bfloat16)\n',
+    ),
+)
 
 # Optimum inference class -> (auto class, kind); kind decides how the export shapes survive.
 _CLASSES: dict[str, tuple[str, str]] = {

@@ -16,118 +16,134 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, method_of, on, remove_arg, replace_arg, string_value
 from migrate.rules.legacy import Removal, assignment, call_statement, code, family_state, removable, resolve, swap, want_import, wrap_long
 from migrate.rules.legacy_todos import flatten, todo
 
-register(Rule(
-    id="NM501",
-    name="optimum-trainer",
-    summary="`NeuronTrainer`, `NeuronTrainingArguments`, `Seq2Seq*`, `NeuronHfArgumentParser` -> transformers.",
-    rationale="Up to 0.3 these were thin subclasses of the transformers classes; from 0.4 they "
-    "are standalone copies. transformers 5 runs on Neuron itself (`TrainingArguments` picks "
-    "`neuron:0`, accelerate uses the `neuron` backend), so the native classes replace them, "
-    "aliases included (`NeuronTrainer as Trainer`). Unused `optimum.neuron` imports go. "
-    "Defaults that differ and are kept: `optim` (Optimum `adamw_torch`, native "
-    "`adamw_torch_fused`) and `report_to`.",
-    before='from optimum.neuron import NeuronTrainer, NeuronTrainingArguments\n'
-    'args = NeuronTrainingArguments(output_dir="out")\ntrainer = NeuronTrainer(model=model, args=args)\n',
-    after='from transformers import Trainer, TrainingArguments\n'
-    'args = TrainingArguments(output_dir="out")\ntrainer = Trainer(model=model, args=args)\n',
-))
-register(Rule(
-    id="NM502",
-    name="optimum-sft",
-    summary="`NeuronSFTTrainer`/`NeuronSFTConfig` -> `trl.SFTTrainer`/`SFTConfig`, Optimum's defaults written out.",
-    rationale="`NeuronSFTConfig` took four defaults from `NeuronTrainingArguments` that TRL 1.x "
-    "sets differently (`learning_rate` 5e-5 vs 2e-5, `logging_steps` 500 vs 10, "
-    "`gradient_checkpointing` False vs True, `bf16` False vs auto), so a bare rename would "
-    "silently change training; the ones a call does not set are added. A call that spreads "
-    "`**training_args.to_dict()` already carries them. `NeuronORPOTrainer`/`NeuronORPOConfig` "
-    "-> `trl.experimental.orpo`.",
-    before='from optimum.neuron import NeuronSFTConfig\nargs = NeuronSFTConfig(output_dir="out")\n',
-    after='from trl import SFTConfig\nargs = SFTConfig(\n    output_dir="out",\n    learning_rate=5e-5,\n'
-    '    logging_steps=500,\n    gradient_checkpointing=False,\n    bf16=False,\n)\n',
-))
-register(Rule(
-    id="NM503",
-    name="neuron-training-fields",
-    summary="Drop Neuron-only fields from training arguments (`zero_1`, `async_save`, `fuse_qkv`, ...).",
-    rationale="`TrainingArguments` rejects them (TypeError). Each dropped field is listed in the "
-    "report with what replaces it; pipeline parallelism, sequence parallelism and ZeRO-1 master "
-    "weights also get a TODO (NM910-NM912). `tensor_parallel_size` moves (NM505).",
-    before='from optimum.neuron import NeuronTrainingArguments\n'
-    'args = NeuronTrainingArguments(output_dir="out", async_save=True, skip_cache_push=True)\n',
-    after='from optimum.neuron import NeuronTrainingArguments\nargs = NeuronTrainingArguments(output_dir="out")\n',
-))
-register(Rule(
-    id="NM504",
-    name="neuron-accelerator",
-    summary="`NeuronAccelerator(...)` -> `Accelerator(mixed_precision=\"bf16\")`; NxD arguments dropped.",
-    rationale="accelerate 1.15 detects Neuron (`MULTI_NEURON`, backend `neuron`, bf16 autocast "
-    "on `device_type=\"neuron\"`). `trn_config` moves to the model's `from_pretrained` (NM505), "
-    "`zero_1` and `mixed_precision_config` have no accelerate equivalent (ZeRO-1: NM912). "
-    "`NeuronPartialState`/`NeuronAcceleratorState` -> accelerate's.",
-    before='from optimum.neuron import NeuronAccelerator\naccelerator = NeuronAccelerator(gradient_accumulation_steps=4)\n',
-    after='from accelerate import Accelerator\naccelerator = Accelerator(gradient_accumulation_steps=4, mixed_precision="bf16")\n',
-))
-register(Rule(
-    id="NM505",
-    name="distributed-config",
-    summary="`TrainingNeuronConfig`/`ModelParallelismPlugin`/`tensor_parallel_size` -> `DistributedConfig(tp_size, fsdp_size)`.",
-    rationale="Native tensor parallelism is chosen at load time: `from_pretrained(..., "
-    "distributed_config=DistributedConfig(tp_size=N, fsdp_size=WORLD_SIZE // N))`. Optimum's "
-    "data-parallel degree was implicit (world / tp); natively the mesh must cover `WORLD_SIZE`, "
-    "so the rest becomes FSDP, which also shards what ZeRO-1 sharded. The custom models' "
-    "`trn_config` argument becomes `distributed_config=`; a Trainer on a sharded model refuses "
-    "optimizer checkpoints, so the arguments get `save_only_model=True`.",
-    before='from optimum.neuron.models.training import NeuronModelForCausalLM, TrainingNeuronConfig\n'
-    'trn_config = TrainingNeuronConfig(tensor_parallel_size=8)\n'
-    'model = NeuronModelForCausalLM.from_pretrained(model_id, trn_config)\n',
-    after='import os\nfrom transformers.distributed import DistributedConfig\n'
-    'from optimum.neuron.models.training import NeuronModelForCausalLM\n'
-    'trn_config = DistributedConfig(\n    tp_size=8,\n    fsdp_size=int(os.environ.get("WORLD_SIZE", 1)) // 8,\n)\n'
-    'model = NeuronModelForCausalLM.from_pretrained(model_id, distributed_config=trn_config)\n',
-))
-register(Rule(
-    id="NM506",
-    name="training-model-classes",
-    summary="`optimum.neuron.models.training` model classes -> transformers; the `trn_config` argument moves.",
-    rationale="The custom training models (NxD layers, NKI flash attention) have no native "
-    "counterpart and need none: `AutoModelForCausalLM` (or `LlamaForCausalLM`, "
-    "`Qwen3ForCausalLM`, `GraniteForCausalLM`) loads the same checkpoint. The second "
-    "positional `trn_config` becomes `distributed_config=`; their `flash_attention_2` is "
-    "Optimum's NKI kernel and becomes `sdpa` (NM207).",
-    before='from optimum.neuron.models.training import NeuronModelForCausalLM\n'
-    'model = NeuronModelForCausalLM.from_pretrained(model_id)\n',
-    after='from transformers import AutoModelForCausalLM\n'
-    'model = AutoModelForCausalLM.from_pretrained(model_id)\n',
-))
-register(Rule(
-    id="NM507",
-    name="lazy-load",
-    summary="`with lazy_load_for_parallelism(...):` blocks are unwrapped.",
-    rationale="Up to 0.2 the context manager created Linear/Embedding layers on the meta device "
-    "so NxD could shard them later. Native sharded loading is `from_pretrained(..., "
-    "distributed_config=...)`; the body runs as it is. A tensor-parallel degree taken from the "
-    "command line gets TODO NM914.",
-    before='from optimum.neuron.distributed import lazy_load_for_parallelism\n'
-    'with lazy_load_for_parallelism(tensor_parallel_size=1):\n    model = AutoModelForCausalLM.from_pretrained(name)\n',
-    after='model = AutoModelForCausalLM.from_pretrained(name)\n',
-))
-register(Rule(
-    id="NM508",
-    name="optimum-utils",
-    summary="Optimum helpers: PEFT wrappers -> peft, `is_main_worker()` -> `PartialState().is_main_process`, SDK patching dropped.",
-    rationale="`get_peft_model`/`NeuronPeftModel` wrapped peft for NxD layers, which native "
-    "models do not have. `patch_transformers_for_neuron_sdk()` and `MixedPrecisionConfig` "
-    "configured the XLA stack and are removed; `is_precompilation()` is always False "
-    "(there is no `neuron_parallel_compile` phase).",
-    before='from optimum.neuron.utils import is_main_worker, patch_transformers_for_neuron_sdk\n'
-    'patch_transformers_for_neuron_sdk()\nif is_main_worker():\n    print("ready")\n',
-    after='from accelerate import PartialState\nif PartialState().is_main_process:\n    print("ready")\n',
-))
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM501",
+        name="optimum-trainer",
+        safety="unsafe",
+        safety_reason="transformers' own classes replace Optimum's, whose Neuron-specific steps and defaults no "
+        "longer apply",
+        summary="`NeuronTrainer`, `NeuronTrainingArguments`, `Seq2Seq*`, `NeuronHfArgumentParser` -> transformers.",
+        rationale="Up to 0.3 these were thin subclasses of the transformers classes; from 0.4 they "
+        "are standalone copies. transformers 5 runs on Neuron itself (`TrainingArguments` picks "
+        "`neuron:0`, accelerate uses the `neuron` backend), so the native classes replace them, "
+        "aliases included (`NeuronTrainer as Trainer`). Unused `optimum.neuron` imports go. "
+        "Defaults that differ and are kept: `optim` (Optimum `adamw_torch`, native "
+        "`adamw_torch_fused`) and `report_to`.",
+        before='from optimum.neuron import NeuronTrainer, NeuronTrainingArguments\n'
+        'args = NeuronTrainingArguments(output_dir="out")\ntrainer = NeuronTrainer(model=model, args=args)\n',
+        after='from transformers import Trainer, TrainingArguments\n'
+        'args = TrainingArguments(output_dir="out")\ntrainer = Trainer(model=model, args=args)\n',
+    ),
+    Rule(
+        id="NM502",
+        name="optimum-sft",
+        safety="safe",
+        summary="`NeuronSFTTrainer`/`NeuronSFTConfig` -> `trl.SFTTrainer`/`SFTConfig`, Optimum's defaults written out.",
+        rationale="`NeuronSFTConfig` took four defaults from `NeuronTrainingArguments` that TRL 1.x "
+        "sets differently (`learning_rate` 5e-5 vs 2e-5, `logging_steps` 500 vs 10, "
+        "`gradient_checkpointing` False vs True, `bf16` False vs auto), so a bare rename would "
+        "silently change training; the ones a call does not set are added. A call that spreads "
+        "`**training_args.to_dict()` already carries them. `NeuronORPOTrainer`/`NeuronORPOConfig` "
+        "-> `trl.experimental.orpo`.",
+        before='from optimum.neuron import NeuronSFTConfig\nargs = NeuronSFTConfig(output_dir="out")\n',
+        after='from trl import SFTConfig\nargs = SFTConfig(\n    output_dir="out",\n    learning_rate=5e-5,\n'
+        '    logging_steps=500,\n    gradient_checkpointing=False,\n    bf16=False,\n)\n',
+    ),
+    Rule(
+        id="NM503",
+        name="neuron-training-fields",
+        safety="unsafe",
+        safety_reason="the dropped Neuron-only features (ZeRO-1, async save, fused QKV, ...) no longer take effect",
+        summary="Drop Neuron-only fields from training arguments (`zero_1`, `async_save`, `fuse_qkv`, ...).",
+        rationale="`TrainingArguments` rejects them (TypeError). Each dropped field is listed in the "
+        "report with what replaces it; pipeline parallelism, sequence parallelism and ZeRO-1 master "
+        "weights also get a TODO (NM910-NM912). `tensor_parallel_size` moves (NM505).",
+        before='from optimum.neuron import NeuronTrainingArguments\n'
+        'args = NeuronTrainingArguments(output_dir="out", async_save=True, skip_cache_push=True)\n',
+        after='from optimum.neuron import NeuronTrainingArguments\nargs = NeuronTrainingArguments(output_dir="out")\n',
+    ),
+    Rule(
+        id="NM504",
+        name="neuron-accelerator",
+        safety="unsafe",
+        safety_reason="ZeRO-1 and Optimum's mixed-precision settings are dropped; precision becomes accelerate's bf16",
+        summary="`NeuronAccelerator(...)` -> `Accelerator(mixed_precision=\"bf16\")`; NxD arguments dropped.",
+        rationale="accelerate 1.15 detects Neuron (`MULTI_NEURON`, backend `neuron`, bf16 autocast "
+        "on `device_type=\"neuron\"`). `trn_config` moves to the model's `from_pretrained` (NM505), "
+        "`zero_1` and `mixed_precision_config` have no accelerate equivalent (ZeRO-1: NM912). "
+        "`NeuronPartialState`/`NeuronAcceleratorState` -> accelerate's.",
+        before='from optimum.neuron import NeuronAccelerator\naccelerator = NeuronAccelerator(gradient_accumulation_steps=4)\n',
+        after='from accelerate import Accelerator\naccelerator = Accelerator(gradient_accumulation_steps=4, mixed_precision="bf16")\n',
+    ),
+    Rule(
+        id="NM505",
+        name="distributed-config",
+        safety="unsafe",
+        safety_reason="the data-parallel rest of the mesh becomes FSDP, which shards parameters and optimizer state",
+        summary="`TrainingNeuronConfig`/`ModelParallelismPlugin`/`tensor_parallel_size` -> `DistributedConfig(tp_size, fsdp_size)`.",
+        rationale="Native tensor parallelism is chosen at load time: `from_pretrained(..., "
+        "distributed_config=DistributedConfig(tp_size=N, fsdp_size=WORLD_SIZE // N))`. Optimum's "
+        "data-parallel degree was implicit (world / tp); natively the mesh must cover `WORLD_SIZE`, "
+        "so the rest becomes FSDP, which also shards what ZeRO-1 sharded. The custom models' "
+        "`trn_config` argument becomes `distributed_config=`; a Trainer on a sharded model refuses "
+        "optimizer checkpoints, so the arguments get `save_only_model=True`.",
+        before='from optimum.neuron.models.training import NeuronModelForCausalLM, TrainingNeuronConfig\n'
+        'trn_config = TrainingNeuronConfig(tensor_parallel_size=8)\n'
+        'model = NeuronModelForCausalLM.from_pretrained(model_id, trn_config)\n',
+        after='import os\nfrom transformers.distributed import DistributedConfig\n'
+        'from optimum.neuron.models.training import NeuronModelForCausalLM\n'
+        'trn_config = DistributedConfig(\n    tp_size=8,\n    fsdp_size=int(os.environ.get("WORLD_SIZE", 1)) // 8,\n)\n'
+        'model = NeuronModelForCausalLM.from_pretrained(model_id, distributed_config=trn_config)\n',
+    ),
+    Rule(
+        id="NM506",
+        name="training-model-classes",
+        safety="unsafe",
+        safety_reason="standard transformers modules replace the NxD layers and NKI kernels: speed and memory change",
+        summary="`optimum.neuron.models.training` model classes -> transformers; the `trn_config` argument moves.",
+        rationale="The custom training models (NxD layers, NKI flash attention) have no native "
+        "counterpart and need none: `AutoModelForCausalLM` (or `LlamaForCausalLM`, "
+        "`Qwen3ForCausalLM`, `GraniteForCausalLM`) loads the same checkpoint. The second "
+        "positional `trn_config` becomes `distributed_config=`; their `flash_attention_2` is "
+        "Optimum's NKI kernel and becomes `sdpa` (NM207).",
+        before='from optimum.neuron.models.training import NeuronModelForCausalLM\n'
+        'model = NeuronModelForCausalLM.from_pretrained(model_id)\n',
+        after='from transformers import AutoModelForCausalLM\n'
+        'model = AutoModelForCausalLM.from_pretrained(model_id)\n',
+    ),
+    Rule(
+        id="NM507",
+        name="lazy-load",
+        safety="safe",
+        summary="`with lazy_load_for_parallelism(...):` blocks are unwrapped.",
+        rationale="Up to 0.2 the context manager created Linear/Embedding layers on the meta device "
+        "so NxD could shard them later. Native sharded loading is `from_pretrained(..., "
+        "distributed_config=...)`; the body runs as it is. A tensor-parallel degree taken from the "
+        "command line gets TODO NM914.",
+        before='from optimum.neuron.distributed import lazy_load_for_parallelism\n'
+        'with lazy_load_for_parallelism(tensor_parallel_size=1):\n    model = AutoModelForCausalLM.from_pretrained(name)\n',
+        after='model = AutoModelForCausalLM.from_pretrained(name)\n',
+    ),
+    Rule(
+        id="NM508",
+        name="optimum-utils",
+        safety="safe",
+        summary="Optimum helpers: PEFT wrappers -> peft, `is_main_worker()` -> `PartialState().is_main_process`, SDK patching dropped.",
+        rationale="`get_peft_model`/`NeuronPeftModel` wrapped peft for NxD layers, which native "
+        "models do not have. `patch_transformers_for_neuron_sdk()` and `MixedPrecisionConfig` "
+        "configured the XLA stack and are removed; `is_precompilation()` is always False "
+        "(there is no `neuron_parallel_compile` phase).",
+        before='from optimum.neuron.utils import is_main_worker, patch_transformers_for_neuron_sdk\n'
+        'patch_transformers_for_neuron_sdk()\nif is_main_worker():\n    print("ready")\n',
+        after='from accelerate import PartialState\nif PartialState().is_main_process:\n    print("ready")\n',
+    ),
+)
 
 _ON = ("optimum.neuron",)
 _TRAINING = ("optimum.neuron.models.training",)

@@ -9,72 +9,84 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import add_kwarg, callee_name, kwarg, method_of, on, remove_arg, rename_kwarg, replace_arg, string_value, with_string_value
 from migrate.rules.settings import setting, through
 
-register(Rule(
-    id="NM201",
-    name="fp16-to-bf16",
-    summary="Mixed-precision flags: `fp16=True` -> `bf16=True`, `mixed_precision=\"fp16\"` -> `\"bf16\"`.",
-    rationale="bf16 works on all Trainium generations and needs no loss scaling. In "
-    "TrainingArguments/TRL configs `fp16=True` becomes `bf16=True` (an existing `bf16=False` "
-    "is dropped); `fp16=not is_bf16_supported()` becomes `bf16=True`. Accelerate's "
-    "`mixed_precision` and argparse `--mixed_precision` defaults follow.",
-    before='args = TrainingArguments(output_dir="out", fp16=True)\naccelerator = Accelerator(mixed_precision="fp16")\n',
-    after='args = TrainingArguments(output_dir="out", bf16=True)\naccelerator = Accelerator(mixed_precision="bf16")\n',
-))
-register(Rule(
-    id="NM202",
-    name="fp16-dtype",
-    summary="Load/cast dtypes `torch.float16` -> `torch.bfloat16`; `.half()` -> `.to(torch.bfloat16)`.",
-    rationale="Only keyword arguments that choose a load or cast dtype (`dtype=`, `torch_dtype=`, "
-    "`bnb_4bit_compute_dtype=`, `param_dtype=`, dict keys of model kwargs) and `.half()` are "
-    "rewritten; comparisons such as `x.dtype == torch.float16` are left alone (context rule 11).",
-    before='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float16)\nmodel = model.half()\n',
-    after='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\nmodel = model.to(torch.bfloat16)\n',
-))
-register(Rule(
-    id="NM203",
-    name="torch-dtype-kwarg",
-    summary="`torch_dtype=` -> `dtype=` (transformers 5).",
-    rationale="transformers 5 renamed the loading argument; `torch_dtype` still works with a "
-    "deprecation warning. Keywords and `model_kwargs`-style dict keys are renamed unless the "
-    "call already passes `dtype=`.",
-    before='model = AutoModelForCausalLM.from_pretrained(name, torch_dtype="auto")\n',
-    after='model = AutoModelForCausalLM.from_pretrained(name, dtype="auto")\n',
-))
-register(Rule(
-    id="NM204",
-    name="autocast",
-    summary="CUDA autocast -> `torch.autocast(\"neuron\", dtype=torch.bfloat16)`.",
-    rationale="`torch.cuda.amp.autocast(...)`, `torch.autocast(\"cuda\")` and "
-    "`torch.amp.autocast(device_type=\"cuda\")` target CUDA. AWS documents "
-    "`torch.autocast(device_type=\"neuron\")`; the dtype is stated explicitly because defaults "
-    "follow CUDA conventions (fp16). Autocast on a device variable "
-    "(`torch.autocast(accelerator.device.type)`) is already portable and left alone.",
-    before='import torch\nwith torch.cuda.amp.autocast():\n    loss = model(x)\n',
-    after='import torch\nwith torch.autocast("neuron", dtype=torch.bfloat16):\n    loss = model(x)\n',
-))
-register(Rule(
-    id="NM205",
-    name="grad-scaler",
-    summary="CUDA GradScaler -> `torch.amp.GradScaler(\"neuron\", enabled=False)`.",
-    rationale="bf16 needs no loss scaling. A disabled scaler is a pass-through (`scale` returns "
-    "the loss, `step` calls `optimizer.step()`), so the training loop stays as written.",
-    before='import torch\nscaler = torch.cuda.amp.GradScaler()\n',
-    after='import torch\nscaler = torch.amp.GradScaler("neuron", enabled=False)\n',
-))
-register(Rule(
-    id="NM206",
-    name="tf32-flag",
-    summary="Drop `tf32=True` from TrainingArguments and TRL configs.",
-    rationale="`TrainingArguments(tf32=True)` raises `--tf32 requires Ampere` on any non-CUDA "
-    "host. Backend attributes such as `torch.backends.cuda.matmul.allow_tf32 = True` are "
-    "harmless no-ops and are left alone.",
-    before='args = TrainingArguments(output_dir="out", tf32=True)\n',
-    after='args = TrainingArguments(output_dir="out")\n',
-))
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM201",
+        name="fp16-to-bf16",
+        safety="unsafe",
+        safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics and loss curves change",
+        summary="Mixed-precision flags: `fp16=True` -> `bf16=True`, `mixed_precision=\"fp16\"` -> `\"bf16\"`.",
+        rationale="bf16 works on all Trainium generations and needs no loss scaling. In "
+        "TrainingArguments/TRL configs `fp16=True` becomes `bf16=True` (an existing `bf16=False` "
+        "is dropped); `fp16=not is_bf16_supported()` becomes `bf16=True`. Accelerate's "
+        "`mixed_precision` and argparse `--mixed_precision` defaults follow.",
+        before='args = TrainingArguments(output_dir="out", fp16=True)\naccelerator = Accelerator(mixed_precision="fp16")\n',
+        after='args = TrainingArguments(output_dir="out", bf16=True)\naccelerator = Accelerator(mixed_precision="bf16")\n',
+    ),
+    Rule(
+        id="NM202",
+        name="fp16-dtype",
+        safety="unsafe",
+        safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics change",
+        summary="Load/cast dtypes `torch.float16` -> `torch.bfloat16`; `.half()` -> `.to(torch.bfloat16)`.",
+        rationale="Only keyword arguments that choose a load or cast dtype (`dtype=`, `torch_dtype=`, "
+        "`bnb_4bit_compute_dtype=`, `param_dtype=`, dict keys of model kwargs) and `.half()` are "
+        "rewritten; comparisons such as `x.dtype == torch.float16` are left alone (context rule 11).",
+        before='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float16)\nmodel = model.half()\n',
+        after='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\nmodel = model.to(torch.bfloat16)\n',
+    ),
+    Rule(
+        id="NM203",
+        name="torch-dtype-kwarg",
+        safety="safe",
+        summary="`torch_dtype=` -> `dtype=` (transformers 5).",
+        rationale="transformers 5 renamed the loading argument; `torch_dtype` still works with a "
+        "deprecation warning. Keywords and `model_kwargs`-style dict keys are renamed unless the "
+        "call already passes `dtype=`.",
+        before='model = AutoModelForCausalLM.from_pretrained(name, torch_dtype="auto")\n',
+        after='model = AutoModelForCausalLM.from_pretrained(name, dtype="auto")\n',
+    ),
+    Rule(
+        id="NM204",
+        name="autocast",
+        safety="unsafe",
+        safety_reason="autocast computes in bf16, where CUDA autocast defaulted to fp16: numerics change",
+        summary="CUDA autocast -> `torch.autocast(\"neuron\", dtype=torch.bfloat16)`.",
+        rationale="`torch.cuda.amp.autocast(...)`, `torch.autocast(\"cuda\")` and "
+        "`torch.amp.autocast(device_type=\"cuda\")` target CUDA. AWS documents "
+        "`torch.autocast(device_type=\"neuron\")`; the dtype is stated explicitly because defaults "
+        "follow CUDA conventions (fp16). Autocast on a device variable "
+        "(`torch.autocast(accelerator.device.type)`) is already portable and left alone.",
+        before='import torch\nwith torch.cuda.amp.autocast():\n    loss = model(x)\n',
+        after='import torch\nwith torch.autocast("neuron", dtype=torch.bfloat16):\n    loss = model(x)\n',
+    ),
+    Rule(
+        id="NM205",
+        name="grad-scaler",
+        safety="unsafe",
+        safety_reason="the disabled scaler no longer scales the loss or skips steps whose gradients overflowed",
+        summary="CUDA GradScaler -> `torch.amp.GradScaler(\"neuron\", enabled=False)`.",
+        rationale="bf16 needs no loss scaling. A disabled scaler is a pass-through (`scale` returns "
+        "the loss, `step` calls `optimizer.step()`), so the training loop stays as written.",
+        before='import torch\nscaler = torch.cuda.amp.GradScaler()\n',
+        after='import torch\nscaler = torch.amp.GradScaler("neuron", enabled=False)\n',
+    ),
+    Rule(
+        id="NM206",
+        name="tf32-flag",
+        safety="safe",
+        summary="Drop `tf32=True` from TrainingArguments and TRL configs.",
+        rationale="`TrainingArguments(tf32=True)` raises `--tf32 requires Ampere` on any non-CUDA "
+        "host. Backend attributes such as `torch.backends.cuda.matmul.allow_tf32 = True` are "
+        "harmless no-ops and are left alone.",
+        before='args = TrainingArguments(output_dir="out", tf32=True)\n',
+        after='args = TrainingArguments(output_dir="out")\n',
+    ),
+)
 
 _FP16_DTYPE_KWARGS = r"dtype|torch_dtype|bnb_4bit_compute_dtype|param_dtype|reduce_dtype|buffer_dtype|compute_dtype"
 

@@ -10,42 +10,51 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import add_kwarg, callee_name, has_star_kwargs, kwarg, on, remove_arg, string_value, with_string_value
 from migrate.rules.settings import setting, through
 from migrate.rules.todo_messages import MESSAGES
 
-register(Rule(
-    id="NM209",
-    name="drop-bnb-quantization",
-    summary="Remove `quantization_config=`/`load_in_4bit`/`load_in_8bit` from model loads; load in bf16.",
-    rationale="bitsandbytes has no Neuron kernels. QLoRA becomes bf16 LoRA: the quantized load "
-    "arguments are removed and `dtype=torch.bfloat16` is added when no dtype is given. Weights "
-    "then take about 4x (4-bit) or 2x (8-bit) more memory, so the TODO NM908 on the config "
-    "suggests FSDP or more NeuronCores.",
-    before='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=bnb_config)\n',
-    after='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\n',
-))
-register(Rule(
-    id="NM210",
-    name="bnb-optimizer",
-    summary="8-bit and paged optimizers -> `adamw_torch`; `bnb.optim.AdamW8bit` -> `torch.optim.AdamW`.",
-    rationale="`paged_adamw_8bit`, `paged_adamw_32bit`, `adamw_bnb_8bit`, `adamw_8bit`, "
-    "`paged_lion_*` need bitsandbytes. Plain AdamW keeps the optimizer semantics; its state "
-    "takes more memory. Keywords, argparse and dataclass `optim` defaults are rewritten.",
-    before='args = TrainingArguments(output_dir="out", optim="paged_adamw_8bit")\n',
-    after='args = TrainingArguments(output_dir="out", optim="adamw_torch")\n',
-))
-register(Rule(
-    id="NM211",
-    name="kbit-preparation",
-    summary="`model = prepare_model_for_kbit_training(model, ...)` -> gradient checkpointing + input grads.",
-    rationale="On a model that is no longer quantized, peft's k-bit preparation casts every "
-    "bf16 parameter to fp32, doubling memory. What LoRA still needs from it is gradient "
-    "checkpointing (if it was on) and `enable_input_require_grads()`.",
-    before='model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)\n',
-    after='model.gradient_checkpointing_enable()\nmodel.enable_input_require_grads()\n',
-))
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM209",
+        name="drop-bnb-quantization",
+        safety="unsafe",
+        safety_reason="the model loads unquantized in bf16: about 2-4x the weight memory, and numerics differ",
+        summary="Remove `quantization_config=`/`load_in_4bit`/`load_in_8bit` from model loads; load in bf16.",
+        rationale="bitsandbytes has no Neuron kernels. QLoRA becomes bf16 LoRA: the quantized load "
+        "arguments are removed and `dtype=torch.bfloat16` is added when no dtype is given. Weights "
+        "then take about 4x (4-bit) or 2x (8-bit) more memory, so the TODO NM908 on the config "
+        "suggests FSDP or more NeuronCores.",
+        before='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=bnb_config)\n',
+        after='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\n',
+    ),
+    Rule(
+        id="NM210",
+        name="bnb-optimizer",
+        safety="unsafe",
+        safety_reason="full-precision AdamW state takes more memory than 8-bit or paged state, and updates differ "
+        "slightly",
+        summary="8-bit and paged optimizers -> `adamw_torch`; `bnb.optim.AdamW8bit` -> `torch.optim.AdamW`.",
+        rationale="`paged_adamw_8bit`, `paged_adamw_32bit`, `adamw_bnb_8bit`, `adamw_8bit`, "
+        "`paged_lion_*` need bitsandbytes. Plain AdamW keeps the optimizer semantics; its state "
+        "takes more memory. Keywords, argparse and dataclass `optim` defaults are rewritten.",
+        before='args = TrainingArguments(output_dir="out", optim="paged_adamw_8bit")\n',
+        after='args = TrainingArguments(output_dir="out", optim="adamw_torch")\n',
+    ),
+    Rule(
+        id="NM211",
+        name="kbit-preparation",
+        safety="unsafe",
+        safety_reason="peft's fp32 casting of the model's parameters no longer happens: numerics and memory change",
+        summary="`model = prepare_model_for_kbit_training(model, ...)` -> gradient checkpointing + input grads.",
+        rationale="On a model that is no longer quantized, peft's k-bit preparation casts every "
+        "bf16 parameter to fp32, doubling memory. What LoRA still needs from it is gradient "
+        "checkpointing (if it was on) and `enable_input_require_grads()`.",
+        before='model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)\n',
+        after='model.gradient_checkpointing_enable()\nmodel.enable_input_require_grads()\n',
+    ),
+)
 
 _BNB_OPTIMS = ("paged_adamw", "adamw_bnb", "adamw_8bit", "paged_lion", "lion_8bit", "rmsprop_bnb", "paged_ademamix", "ademamix_8bit", "adamw_torch_4bit")
 

@@ -23,7 +23,10 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.context import FileContext
+from migrate.registry import Rule
 from migrate.rules.base import callee_name, kwarg, last_name, on, option_name, replace_arg
+
+RULES: tuple[Rule, ...] = ()  # no rules of its own: its hooks dispatch the settings other families declare
 
 Rewriter = Callable[[cst.BaseExpression, FileContext], "cst.BaseExpression | None"]
 

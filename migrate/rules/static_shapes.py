@@ -11,41 +11,48 @@ import re
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import add_kwarg, callee_name, kwarg, last_name, on, remove_arg, replace_arg, string_value
 
-register(Rule(
-    id="NM305",
-    name="train-drop-last",
-    summary="Training `DataLoader(...)` gets `drop_last=True`.",
-    rationale="The last partial batch has a new shape and compiles a new graph. Only loaders "
-    "that shuffle or whose dataset/variable name says train are changed; eval and test loaders "
-    "keep every sample because dropping would change metrics (context rule 12).",
-    before='train_loader = DataLoader(train_ds, batch_size=8, shuffle=True)\n',
-    after='train_loader = DataLoader(train_ds, batch_size=8, shuffle=True, drop_last=True)\n',
-))
-register(Rule(
-    id="NM306",
-    name="collator-pad-multiple",
-    summary="Padding collators get `pad_to_multiple_of=128`.",
-    rationale="`DataCollatorWithPadding`, `DataCollatorForSeq2Seq` and "
-    "`DataCollatorForLanguageModeling` pad to the longest sample, a new length nearly every "
-    "batch. Padding to a multiple of 128 bounds the number of shapes. A smaller multiple "
-    "(alpaca-lora's 8) is raised to 128. TRL collators already do this on Neuron.",
-    before='collator = DataCollatorWithPadding(tokenizer)\n',
-    after='collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=128)\n',
-))
-register(Rule(
-    id="NM307",
-    name="compile-backend",
-    summary="`torch.compile(m)` -> `torch.compile(m, backend=\"neuron\", dynamic=False)`; CUDA modes dropped.",
-    rationale="AWS: add `backend=\"neuron\"` and remove CUDA-specific modes (`reduce-overhead` "
-    "means CUDA graphs, `max-autotune` Triton). `dynamic=False` keeps Dynamo from making "
-    "shape-polymorphic graphs Neuron cannot compile. A CUDA `torch_compile_mode` in "
-    "TrainingArguments is dropped (Trainer picks the neuron backend itself).",
-    before='import torch\nmodel = torch.compile(model, mode="max-autotune")\n',
-    after='import torch\nmodel = torch.compile(model, backend="neuron", dynamic=False)\n',
-))
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM305",
+        name="train-drop-last",
+        safety="unsafe",
+        safety_reason="`drop_last=True` drops the ragged last batch of every epoch",
+        summary="Training `DataLoader(...)` gets `drop_last=True`.",
+        rationale="The last partial batch has a new shape and compiles a new graph. Only loaders "
+        "that shuffle or whose dataset/variable name says train are changed; eval and test loaders "
+        "keep every sample because dropping would change metrics (context rule 12).",
+        before='train_loader = DataLoader(train_ds, batch_size=8, shuffle=True)\n',
+        after='train_loader = DataLoader(train_ds, batch_size=8, shuffle=True, drop_last=True)\n',
+    ),
+    Rule(
+        id="NM306",
+        name="collator-pad-multiple",
+        safety="unsafe",
+        safety_reason="padding to a multiple of 128 changes batch shapes and memory; unmasked padding changes outputs",
+        summary="Padding collators get `pad_to_multiple_of=128`.",
+        rationale="`DataCollatorWithPadding`, `DataCollatorForSeq2Seq` and "
+        "`DataCollatorForLanguageModeling` pad to the longest sample, a new length nearly every "
+        "batch. Padding to a multiple of 128 bounds the number of shapes. A smaller multiple "
+        "(alpaca-lora's 8) is raised to 128. TRL collators already do this on Neuron.",
+        before='collator = DataCollatorWithPadding(tokenizer)\n',
+        after='collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=128)\n',
+    ),
+    Rule(
+        id="NM307",
+        name="compile-backend",
+        safety="safe",
+        summary="`torch.compile(m)` -> `torch.compile(m, backend=\"neuron\", dynamic=False)`; CUDA modes dropped.",
+        rationale="AWS: add `backend=\"neuron\"` and remove CUDA-specific modes (`reduce-overhead` "
+        "means CUDA graphs, `max-autotune` Triton). `dynamic=False` keeps Dynamo from making "
+        "shape-polymorphic graphs Neuron cannot compile. A CUDA `torch_compile_mode` in "
+        "TrainingArguments is dropped (Trainer picks the neuron backend itself).",
+        before='import torch\nmodel = torch.compile(model, mode="max-autotune")\n',
+        after='import torch\nmodel = torch.compile(model, backend="neuron", dynamic=False)\n',
+    ),
+)
 
 _COLLATORS = ("DataCollatorWithPadding", "DataCollatorForSeq2Seq", "DataCollatorForLanguageModeling")
 _EVAL = re.compile(r"(?i)eval|val|test|dev")

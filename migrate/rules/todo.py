@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import callee_name, kwarg, on
 from migrate.rules.todo_messages import MESSAGES, TODOS
 
@@ -30,10 +30,11 @@ _EXAMPLES = {
     "NM909": ('model = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n',
               '# TODO(neuron-migrate NM909): {m}\nmodel = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n'),
 }
-for rule_id, (name, title, why, message) in TODOS.items():
-    before, after = _EXAMPLES[rule_id]
-    register(Rule(id=rule_id, name=name, summary=f"TODO: {title}.", rationale=why, before=before,
-                  after=after.replace("{m}", message), todo=True))
+RULES: tuple[Rule, ...] = tuple(
+    Rule(id=rule_id, name=name, summary=f"TODO: {title}.", rationale=why, before=_EXAMPLES[rule_id][0],
+         after=_EXAMPLES[rule_id][1].replace("{m}", message), safety="safe", todo=True)
+    for rule_id, (name, title, why, message) in TODOS.items()
+)
 
 # top-level package imported -> TODO id
 _PACKAGES = {

@@ -16,116 +16,133 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.registry import Rule, register
+from migrate.registry import Rule
 from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, last_name, method_of, on, remove_arg, replace_arg, string_value, with_string_value
 from migrate.rules.legacy import Removal, call_statement, code, family_state, removable, wrap_long
 from migrate.rules.legacy_todos import flatten, todo
 
-register(Rule(
-    id="NM601",
-    name="xla-imports",
-    summary="`torch_xla` imports go once nothing uses them.",
-    rationale="torch_xla is not installed with TorchNeuron (and must not be: transformers then "
-    "takes its XLA code paths). Imports are dropped after the NM6xx rewrites, including "
-    "side-effect imports such as `torch_xla.distributed.xla_backend`; one that is still used "
-    "stays with TODO NM918. This rule does the dropping, so with only another NM6xx rule "
-    "selected the unused import is left in place (as the examples of those rules show).",
-    before='import torch\nimport torch_xla\nimport torch_xla.distributed.xla_backend\nx = torch.ones(2)\n',
-    after='import torch\nx = torch.ones(2)\n',
-))
-register(Rule(
-    id="NM602",
-    name="xla-device",
-    summary="`xm.xla_device()` / `torch_xla.device()` / `\"xla\"` -> the rank's NeuronCore.",
-    rationale="Under xmp.spawn or torchrun each process owned one core; natively that is "
-    "`neuron:<LOCAL_RANK>`. A single-process script gets `torch.device(\"neuron\")`. "
-    "`xm.xla_device(n)` keeps its index.",
-    before='import torch_xla.core.xla_model as xm\ndevice = xm.xla_device()\n',
-    after='import torch\nimport torch_xla.core.xla_model as xm\ndevice = torch.device("neuron")\n',
-))
-register(Rule(
-    id="NM603",
-    name="mark-step",
-    summary="`xm.mark_step()`, `torch_xla.sync()`, `xm.wait_device_ops()` and metrics reports are removed.",
-    rationale="They cut and flushed the lazy XLA graph. TorchNeuron runs eagerly, so there is "
-    "nothing to cut; time with `torch.accelerator.synchronize()` where needed. "
-    "`print(met.metrics_report())` has no equivalent. Comments above a removed call stay.",
-    before='import torch_xla.core.xla_model as xm\nfor batch in loader:\n    loss = step(batch)\n    xm.mark_step()\n',
-    after='import torch_xla.core.xla_model as xm\nfor batch in loader:\n    loss = step(batch)\n',
-))
-register(Rule(
-    id="NM604",
-    name="optimizer-step",
-    summary="`xm.optimizer_step(opt)` -> `opt.step()`; `xm.reduce_gradients(opt)` is removed.",
-    rationale="xm.optimizer_step all-reduced the gradients of data-parallel replicas and then "
-    "stepped. DDP/FSDP reduce natively; a multi-process script with neither gets TODO NM916, "
-    "since the replicas would otherwise train apart silently.",
-    before='import torch_xla.core.xla_model as xm\nxm.optimizer_step(optimizer)\n',
-    after='import torch_xla.core.xla_model as xm\noptimizer.step()\n',
-))
-register(Rule(
-    id="NM605",
-    name="mp-device-loader",
-    summary="`pl.MpDeviceLoader(loader, device)` -> `loader`; the loop moves each batch to `device`.",
-    rationale="MpDeviceLoader (and `ParallelLoader(...).per_device_loader(...)`) copied batches "
-    "to the XLA device in the background. The plain DataLoader is iterated instead, and the "
-    "first statement of each `for` over it moves the batch: `x, y = x.to(device), "
-    "y.to(device)`, a dict comprehension for dict batches, `batch.to(device)` otherwise.",
-    before='import torch_xla.distributed.parallel_loader as pl\n'
-    'train_loader = pl.MpDeviceLoader(loader, device)\nfor x, y in train_loader:\n    step(x, y)\n',
-    after='import torch_xla.distributed.parallel_loader as pl\ntrain_loader = loader\nfor x, y in train_loader:\n    x, y = x.to(device), y.to(device)\n    step(x, y)\n',
-))
-register(Rule(
-    id="NM606",
-    name="xla-process-group",
-    summary="`init_process_group(\"xla\", init_method=\"xla://\")` -> `init_process_group(\"neuron\")`.",
-    rationale="`neuron` is TorchNeuron's collective backend; under torchrun the default "
-    "`env://` rendezvous applies, so the XLA init method goes.",
-    before='import torch.distributed as dist\ndist.init_process_group("xla", init_method="xla://")\n',
-    after='import torch.distributed as dist\ndist.init_process_group("neuron")\n',
-))
-register(Rule(
-    id="NM607",
-    name="xla-rank-api",
-    summary="`xm.master_print`, ordinals, world size, `rendezvous`, `save`, `all_reduce` -> torchrun env / torch.distributed.",
-    rationale="`xm.get_ordinal()`/`xr.global_ordinal()` -> `int(os.environ.get(\"RANK\", 0))`, "
-    "local ordinal -> `LOCAL_RANK`, world size -> `WORLD_SIZE` (set by torchrun, right in one "
-    "process too); `xm.master_print(x)` and `xm.save(obj, path)` run on rank 0 (local rank 0 "
-    "for `is_master_ordinal()`/`save`, as in torch_xla); `xm.rendezvous(tag)` -> "
-    "`dist.barrier()`; `xm.all_reduce(xm.REDUCE_SUM, t)` -> `dist.all_reduce(t, op=dist.ReduceOp.SUM)`.",
-    before='import torch_xla.core.xla_model as xm\nxm.master_print(f"loss {loss}")\n',
-    after='import os\nimport torch_xla.core.xla_model as xm\nif int(os.environ.get("RANK", 0)) == 0:\n    print(f"loss {loss}")\n',
-))
-register(Rule(
-    id="NM608",
-    name="xla-spawn",
-    summary="`xmp.spawn(fn, args=(a,), nprocs=N)` -> `fn(int(os.environ.get(\"LOCAL_RANK\", 0)), a)` plus TODO NM917.",
-    rationale="Natively torchrun starts one process per NeuronCore, so the script calls its "
-    "per-process function once with its local rank (xmp.spawn passed the local ordinal). "
-    "The launch command has to change, hence the TODO.",
-    before='import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n',
-    after='import os\nimport torch_xla.distributed.xla_multiprocessing as xmp\n_mp_fn(int(os.environ.get("LOCAL_RANK", 0)), flags)\n',
-))
-register(Rule(
-    id="NM609",
-    name="xla-env",
-    summary="torch_xla environment settings (`XLA_USE_BF16`, `PJRT_DEVICE`, ...) are removed.",
-    rationale="They configure torch_xla only. `XLA_USE_BF16`/`XLA_DOWNCAST_BF16` made every "
-    "float tensor bf16 on the device: removing them runs the script in fp32, so TODO NM920 and "
-    "a warning ask for an explicit bf16 choice (model dtype or autocast) where the model is built.",
-    before='import os\nos.environ["PJRT_DEVICE"] = "NEURON"\nmodel = build()\n',
-    after='import os\nmodel = build()\n',
-))
-register(Rule(
-    id="NM610",
-    name="xla-amp",
-    summary="`torch_xla.amp.autocast`, `torch.autocast(\"xla\")`, syncfree optimizers, XLA GradScaler -> native.",
-    rationale="Autocast runs on `device_type=\"neuron\"` in bf16 (stated explicitly, the "
-    "defaults follow CUDA); `torch_xla.amp.syncfree.AdamW`/`SGD`/`Adam` are `torch.optim`'s "
-    "without the XLA sync trick; a bf16 run needs no loss scaler, so the scaler is disabled.",
-    before='import torch_xla.amp\nwith torch_xla.amp.autocast(device):\n    loss = model(x)\n',
-    after='import torch\nimport torch_xla.amp\nwith torch.autocast("neuron", dtype=torch.bfloat16):\n    loss = model(x)\n',
-))
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM601",
+        name="xla-imports",
+        safety="safe",
+        summary="`torch_xla` imports go once nothing uses them.",
+        rationale="torch_xla is not installed with TorchNeuron (and must not be: transformers then "
+        "takes its XLA code paths). Imports are dropped after the NM6xx rewrites, including "
+        "side-effect imports such as `torch_xla.distributed.xla_backend`; one that is still used "
+        "stays with TODO NM918. This rule does the dropping, so with only another NM6xx rule "
+        "selected the unused import is left in place (as the examples of those rules show).",
+        before='import torch\nimport torch_xla\nimport torch_xla.distributed.xla_backend\nx = torch.ones(2)\n',
+        after='import torch\nx = torch.ones(2)\n',
+    ),
+    Rule(
+        id="NM602",
+        name="xla-device",
+        safety="safe",
+        summary="`xm.xla_device()` / `torch_xla.device()` / `\"xla\"` -> the rank's NeuronCore.",
+        rationale="Under xmp.spawn or torchrun each process owned one core; natively that is "
+        "`neuron:<LOCAL_RANK>`. A single-process script gets `torch.device(\"neuron\")`. "
+        "`xm.xla_device(n)` keeps its index.",
+        before='import torch_xla.core.xla_model as xm\ndevice = xm.xla_device()\n',
+        after='import torch\nimport torch_xla.core.xla_model as xm\ndevice = torch.device("neuron")\n',
+    ),
+    Rule(
+        id="NM603",
+        name="mark-step",
+        safety="safe",
+        summary="`xm.mark_step()`, `torch_xla.sync()`, `xm.wait_device_ops()` and metrics reports are removed.",
+        rationale="They cut and flushed the lazy XLA graph. TorchNeuron runs eagerly, so there is "
+        "nothing to cut; time with `torch.accelerator.synchronize()` where needed. "
+        "`print(met.metrics_report())` has no equivalent. Comments above a removed call stay.",
+        before='import torch_xla.core.xla_model as xm\nfor batch in loader:\n    loss = step(batch)\n    xm.mark_step()\n',
+        after='import torch_xla.core.xla_model as xm\nfor batch in loader:\n    loss = step(batch)\n',
+    ),
+    Rule(
+        id="NM604",
+        name="optimizer-step",
+        safety="unsafe",
+        safety_reason="the call no longer all-reduces gradients; only DDP/FSDP keeps replicas in step (else TODO "
+        "NM916)",
+        summary="`xm.optimizer_step(opt)` -> `opt.step()`; `xm.reduce_gradients(opt)` is removed.",
+        rationale="xm.optimizer_step all-reduced the gradients of data-parallel replicas and then "
+        "stepped. DDP/FSDP reduce natively; a multi-process script with neither gets TODO NM916, "
+        "since the replicas would otherwise train apart silently.",
+        before='import torch_xla.core.xla_model as xm\nxm.optimizer_step(optimizer)\n',
+        after='import torch_xla.core.xla_model as xm\noptimizer.step()\n',
+    ),
+    Rule(
+        id="NM605",
+        name="mp-device-loader",
+        safety="safe",
+        summary="`pl.MpDeviceLoader(loader, device)` -> `loader`; the loop moves each batch to `device`.",
+        rationale="MpDeviceLoader (and `ParallelLoader(...).per_device_loader(...)`) copied batches "
+        "to the XLA device in the background. The plain DataLoader is iterated instead, and the "
+        "first statement of each `for` over it moves the batch: `x, y = x.to(device), "
+        "y.to(device)`, a dict comprehension for dict batches, `batch.to(device)` otherwise.",
+        before='import torch_xla.distributed.parallel_loader as pl\n'
+        'train_loader = pl.MpDeviceLoader(loader, device)\nfor x, y in train_loader:\n    step(x, y)\n',
+        after='import torch_xla.distributed.parallel_loader as pl\ntrain_loader = loader\nfor x, y in train_loader:\n    x, y = x.to(device), y.to(device)\n    step(x, y)\n',
+    ),
+    Rule(
+        id="NM606",
+        name="xla-process-group",
+        safety="safe",
+        summary="`init_process_group(\"xla\", init_method=\"xla://\")` -> `init_process_group(\"neuron\")`.",
+        rationale="`neuron` is TorchNeuron's collective backend; under torchrun the default "
+        "`env://` rendezvous applies, so the XLA init method goes.",
+        before='import torch.distributed as dist\ndist.init_process_group("xla", init_method="xla://")\n',
+        after='import torch.distributed as dist\ndist.init_process_group("neuron")\n',
+    ),
+    Rule(
+        id="NM607",
+        name="xla-rank-api",
+        safety="safe",
+        summary="`xm.master_print`, ordinals, world size, `rendezvous`, `save`, `all_reduce` -> torchrun env / torch.distributed.",
+        rationale="`xm.get_ordinal()`/`xr.global_ordinal()` -> `int(os.environ.get(\"RANK\", 0))`, "
+        "local ordinal -> `LOCAL_RANK`, world size -> `WORLD_SIZE` (set by torchrun, right in one "
+        "process too); `xm.master_print(x)` and `xm.save(obj, path)` run on rank 0 (local rank 0 "
+        "for `is_master_ordinal()`/`save`, as in torch_xla); `xm.rendezvous(tag)` -> "
+        "`dist.barrier()`; `xm.all_reduce(xm.REDUCE_SUM, t)` -> `dist.all_reduce(t, op=dist.ReduceOp.SUM)`.",
+        before='import torch_xla.core.xla_model as xm\nxm.master_print(f"loss {loss}")\n',
+        after='import os\nimport torch_xla.core.xla_model as xm\nif int(os.environ.get("RANK", 0)) == 0:\n    print(f"loss {loss}")\n',
+    ),
+    Rule(
+        id="NM608",
+        name="xla-spawn",
+        safety="unsafe",
+        safety_reason="the script runs one process itself; multi-process runs need a torchrun launch (TODO NM917)",
+        summary="`xmp.spawn(fn, args=(a,), nprocs=N)` -> `fn(int(os.environ.get(\"LOCAL_RANK\", 0)), a)` plus TODO NM917.",
+        rationale="Natively torchrun starts one process per NeuronCore, so the script calls its "
+        "per-process function once with its local rank (xmp.spawn passed the local ordinal). "
+        "The launch command has to change, hence the TODO.",
+        before='import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n',
+        after='import os\nimport torch_xla.distributed.xla_multiprocessing as xmp\n_mp_fn(int(os.environ.get("LOCAL_RANK", 0)), flags)\n',
+    ),
+    Rule(
+        id="NM609",
+        name="xla-env",
+        safety="unsafe",
+        safety_reason="removing `XLA_USE_BF16`/`XLA_DOWNCAST_BF16` runs the script in fp32 (TODO NM920)",
+        summary="torch_xla environment settings (`XLA_USE_BF16`, `PJRT_DEVICE`, ...) are removed.",
+        rationale="They configure torch_xla only. `XLA_USE_BF16`/`XLA_DOWNCAST_BF16` made every "
+        "float tensor bf16 on the device: removing them runs the script in fp32, so TODO NM920 and "
+        "a warning ask for an explicit bf16 choice (model dtype or autocast) where the model is built.",
+        before='import os\nos.environ["PJRT_DEVICE"] = "NEURON"\nmodel = build()\n',
+        after='import os\nmodel = build()\n',
+    ),
+    Rule(
+        id="NM610",
+        name="xla-amp",
+        safety="unsafe",
+        safety_reason="autocast computes in bf16 and the XLA GradScaler becomes a disabled one",
+        summary="`torch_xla.amp.autocast`, `torch.autocast(\"xla\")`, syncfree optimizers, XLA GradScaler -> native.",
+        rationale="Autocast runs on `device_type=\"neuron\"` in bf16 (stated explicitly, the "
+        "defaults follow CUDA); `torch_xla.amp.syncfree.AdamW`/`SGD`/`Adam` are `torch.optim`'s "
+        "without the XLA sync trick; a bf16 run needs no loss scaler, so the scaler is disabled.",
+        before='import torch_xla.amp\nwith torch_xla.amp.autocast(device):\n    loss = model(x)\n',
+        after='import torch\nimport torch_xla.amp\nwith torch.autocast("neuron", dtype=torch.bfloat16):\n    loss = model(x)\n',
+    ),
+)
 
 XM = "torch_xla.core.xla_model."
 _DEVICE = {XM + "xla_device", "torch_xla.device"}

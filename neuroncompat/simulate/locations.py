@@ -25,9 +25,9 @@ from types import FrameType
 
 import torch
 
-import neuroncompat
-
-_OWN = str(Path(neuroncompat.__file__).resolve().parent) + os.sep
+# The neuroncompat package directory (this file is neuroncompat/simulate/locations.py), found without importing
+# the package, which imports this module when the simulator starts.
+_OWN = str(Path(__file__).resolve().parent.parent) + os.sep
 _SCENARIOS = _OWN + os.path.join("simulate", "scenarios.py")
 _TORCH = str(Path(torch.__file__).resolve().parent) + os.sep
 _WRAPPERS = ("<frozen ", f"{os.sep}contextlib.py", f"{os.sep}functools.py", f"{os.sep}runpy.py")

@@ -7,7 +7,8 @@ import pytest
 from migrate.dispatch import migrate_file
 from migrate.docs import FAMILIES
 from migrate.engine import Options, migrate_source
-from migrate.registry import Selection, all_rules
+from migrate.registry import Selection
+from migrate.rule_families import all_rules
 
 RULES = all_rules()
 SUFFIX = {"python": "py", "yaml": "yaml", "shell": "sh"}

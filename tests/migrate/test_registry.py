@@ -1,0 +1,117 @@
+"""The rule table (`migrate.rule_families`): which rules exist, their fix safety, and the hook order.
+
+Both lists are pinned on purpose. Adding a rule means adding its id here; a hook moving to
+another place in the order changes which rewrite sees which node first, so it must be a visible,
+reviewed change rather than a side effect of reordering imports.
+"""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from migrate.cli import main
+from migrate.registry import Rule
+from migrate.rule_families import HOOKS, RULE_FAMILIES, all_rules, get_rule
+
+RULE_IDS = [
+    "NM101", "NM102", "NM103", "NM104", "NM105", "NM106", "NM107",
+    "NM201", "NM202", "NM203", "NM204", "NM205", "NM206", "NM207", "NM208", "NM209", "NM210", "NM211",
+    "NM301", "NM302", "NM303", "NM304", "NM305", "NM306", "NM307",
+    "NM401", "NM402", "NM403",
+    "NM501", "NM502", "NM503", "NM504", "NM505", "NM506", "NM507", "NM508",
+    "NM511", "NM512", "NM513", "NM514", "NM515",
+    "NM601", "NM602", "NM603", "NM604", "NM605", "NM606", "NM607", "NM608", "NM609", "NM610",
+    "NM701", "NM702", "NM703", "NM704", "NM705", "NM706", "NM707", "NM708", "NM709",
+    "NM801", "NM802", "NM803", "NM804", "NM805", "NM806", "NM807", "NM808", "NM809", "NM810", "NM811", "NM812",
+    "NM813", "NM814", "NM815", "NM816", "NM817", "NM818",
+    "NM901", "NM902", "NM903", "NM904", "NM905", "NM906", "NM907", "NM908", "NM909", "NM910", "NM911", "NM912",
+    "NM913", "NM914", "NM915", "NM916", "NM917", "NM918", "NM919", "NM920", "NM921",
+]
+
+HOOK_ORDER = {
+    "Call": (
+        "settings.call_settings", "device.cuda_method", "cuda_api.cuda_api_call", "precision.precision_call",
+        "attention.use_flash_attention_2", "quantization.drop_quantization", "generate.generate_call",
+        "static_shapes.static_shapes", "distributed.distributed_call", "drift.drift_call",
+        "optimum_training.optimum_training_call", "optimum_inference.optimum_inference_call", "xla.xla_call",
+        "todo.call_todo",
+    ),
+    "Assign": (
+        "settings.assign_settings", "generate.generate_input_candidates", "drift.arguments_binding",
+        "optimum_training.trn_config_binding", "optimum_inference.bind_models", "xla.loader_binding",
+    ),
+    "AnnAssign": ("settings.ann_assign_settings", "drift.annotated_binding"),
+    "DictElement": ("settings.dict_settings", "precision.torch_dtype_key"),
+    "Comparison": ("device.device_comparison",),
+    "ImportFrom": ("device.drop_get_kbit_device_map", "todo.import_from_todo"),
+    "Attribute": (
+        "cuda_api.cuda_oom", "quantization.bnb_optimizer_reference", "drift.removed_field_read",
+        "optimum_training.cli_parallel_attribute", "optimum_inference.export_values", "todo.attribute_todo",
+    ),
+    "SimpleStatementLine": (
+        "attention.drop_xformers", "quantization.kbit_preparation", "optimum_inference.static_cache",
+        "xla.xla_statement",
+    ),
+    "IndentedBlock": ("legacy.prune_block",),
+    "Module": ("legacy.legacy_module",),
+    "Param": ("drift.arguments_shadowed",),
+    "With": ("optimum_training.lazy_load",),
+    "If": ("optimum_training.precompilation_branch",),
+    "Subscript": ("optimum_inference.old_export_values",),
+    "For": ("xla.move_batches",),
+    "Import": ("todo.import_todo",),
+}
+
+
+def test_rule_ids_are_pinned_in_id_order() -> None:
+    assert [rule.id for rule in all_rules()] == RULE_IDS
+
+
+def test_every_rule_is_found_by_id_case_insensitively() -> None:
+    for rule_id in RULE_IDS:
+        rule = get_rule(rule_id.lower())
+        assert rule is not None and rule.id == rule_id
+    assert get_rule("NM999") is None
+
+
+def test_hooks_run_in_the_pinned_family_order() -> None:
+    found = {node: tuple(f"{hook.__module__.rpartition('.')[2]}.{hook.__name__}" for hook in hooks)
+             for node, hooks in HOOKS.items()}
+    assert found == HOOK_ORDER
+
+
+def test_every_family_declares_its_rules_as_data() -> None:
+    for family in RULE_FAMILIES:
+        assert isinstance(family.RULES, tuple), family.__name__
+    assert sum(len(family.RULES) for family in RULE_FAMILIES) == len(RULE_IDS)
+
+
+UNSAFE_IDS = [
+    "NM102", "NM105", "NM201", "NM202", "NM204", "NM205", "NM209", "NM210", "NM211", "NM303", "NM304", "NM305",
+    "NM306", "NM402", "NM501", "NM503", "NM504", "NM505", "NM506", "NM511", "NM513", "NM514", "NM515", "NM604",
+    "NM608", "NM609", "NM610", "NM703", "NM708", "NM709", "NM802", "NM806", "NM807", "NM808", "NM810", "NM812",
+    "NM816", "NM817",
+]
+
+
+def test_every_rule_states_its_fix_safety_and_why_when_unsafe() -> None:
+    assert [rule.id for rule in all_rules() if rule.safety == "unsafe"] == UNSAFE_IDS
+    for rule in all_rules():
+        assert rule.safety in ("safe", "unsafe"), rule.id
+        assert bool(rule.safety_reason) == (rule.safety == "unsafe"), rule.id
+        assert not (rule.todo and rule.safety == "unsafe"), f"{rule.id}: a TODO only annotates"
+
+
+def test_a_rule_without_a_reason_for_being_unsafe_is_rejected() -> None:
+    with pytest.raises(ValueError, match="NM999: an unsafe rule needs a one-line safety_reason"):
+        Rule(id="NM999", name="x", summary="", rationale="", before="", after="", safety="unsafe")
+    with pytest.raises(ValueError, match="safety must be 'safe' or 'unsafe'"):
+        Rule(id="NM999", name="x", summary="", rationale="", before="", after="", safety="maybe")  # type: ignore[arg-type]
+
+
+def test_explain_shows_the_fix_safety() -> None:
+    unsafe = CliRunner().invoke(main, ["--explain", "NM305"])
+    assert unsafe.exit_code == 0
+    assert "Fix safety: unsafe: `drop_last=True` drops the ragged last batch of every epoch." in unsafe.stdout
+    assert "Fix safety: safe." in CliRunner().invoke(main, ["--explain", "NM101"]).stdout
