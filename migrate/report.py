@@ -28,6 +28,11 @@ def display_path(path: str) -> str:
         return absolute.as_posix()
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 file`, `2 files`, `1 error`, `0 errors`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def ordered(results: list[FileResult]) -> list[FileResult]:
     """Results by display path, so every format lists files in the same, stable order."""
     return sorted(results, key=lambda r: display_path(r.path))

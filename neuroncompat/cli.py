@@ -14,7 +14,10 @@ from neuroncompat.simulate import report
 from neuroncompat.simulate.report import DEFAULT_GRAPH_COST, DEFAULT_MAX_SHAPES
 
 
-@click.group(help="Run Hugging Face scripts natively on AWS Trainium (TorchNeuron).")
+@click.group(
+    help="Run Hugging Face scripts natively on AWS Trainium (TorchNeuron).",
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
+)
 @click.version_option(neuroncompat.__version__, prog_name="neuroncompat")
 def main() -> None:
     pass

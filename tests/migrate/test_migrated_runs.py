@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("torch", reason="runs migrated scripts on the simulator: needs torch (pip install -e '.[test]')")
+
 from fixture_runs import assert_adapter_trained_on_cpu, assert_trained_on_cpu, losses, run_script
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cuda"
