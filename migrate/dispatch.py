@@ -54,7 +54,8 @@ def unreadable(data: bytes, kind: str) -> str | None:
     try:
         data.decode(encoding)
     except UnicodeDecodeError as exc:
-        return f"cannot be decoded as {encoding.removesuffix('-sig')} (byte {exc.start}: {exc.reason})"
+        line = data.count(b"\n", 0, exc.start) + 1
+        return f"cannot be decoded as {encoding.removesuffix('-sig')} (line {line}: {exc.reason})"
     return None
 
 

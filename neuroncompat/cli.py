@@ -8,7 +8,7 @@ import click
 
 import neuroncompat
 from neuroncompat import doctor as doctor_report
-from neuroncompat.runner import run as run_script
+from neuroncompat.runner import main as run_script
 from neuroncompat.simulate import launch as simulation
 from neuroncompat.simulate import report
 from neuroncompat.simulate.report import DEFAULT_GRAPH_COST, DEFAULT_MAX_SHAPES

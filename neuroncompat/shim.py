@@ -1,7 +1,8 @@
 """Turns the patches on and off: Neuron detection, the disable switches, status and revert.
 
 ``import neuroncompat`` calls :func:`apply` once. Off Neuron it does nothing but log one DEBUG
-line. On Neuron (TorchNeuron installed, or the simulator on) each patch not disabled by
+line and wrap ``sys.excepthook`` so that a migrated script dying of the missing ``torch.neuron``
+ends with a hint about the simulator (:mod:`neuroncompat.neuron_missing_hint`). On Neuron (TorchNeuron installed, or the simulator on) each patch not disabled by
 ``NEURONCOMPAT_DISABLE`` or ``apply(skip=...)`` runs its environment step at once and patches
 each target module when that module is imported.
 """
@@ -14,7 +15,7 @@ import threading
 from dataclasses import dataclass
 from types import ModuleType
 
-from neuroncompat import hooks
+from neuroncompat import hooks, neuron_missing_hint
 from neuroncompat.detect import Detection, clear_availability_caches, detect_torch_neuronx
 from neuroncompat.patch import Patch, revert_all
 from neuroncompat.patches import PATCH_TYPES
@@ -86,6 +87,7 @@ def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchS
                 patch.state = "inactive"
                 patch.detail = "not on Neuron"
             logger.debug("neuroncompat: no Neuron device (%s); nothing patched", _detection.reason)
+            neuron_missing_hint.install()
             return status()
         _active = True
         if _detection.kind == "native":

@@ -111,10 +111,10 @@ def test_shell_without_suffix_is_recognised_by_its_shebang():
     assert migrate_file(source, "bin/launch").new == b"#!/usr/bin/env bash\nneuron-ls\n"
 
 
-def test_non_utf8_shell_script_is_an_error():
+def test_non_utf8_shell_script_is_skipped_with_the_line():
     result = migrate_file(b"echo ok\necho caf\xe9\n", "x.sh")
-    assert result.status == "error"
-    assert result.error.startswith("x.sh:2: cannot decode as UTF-8")
+    assert result.status == "skipped" and result.new is None
+    assert result.skip_reason == "cannot be decoded as utf-8 (line 2: invalid continuation byte)"
 
 
 def test_indented_install_is_not_commented_out_into_an_empty_block():
