@@ -8,9 +8,10 @@ when those libraries are imported. See ``neuroncompat doctor`` for what applies 
 
 from __future__ import annotations
 
+from neuroncompat import shim as _shim
 from neuroncompat.shim import PatchStatus, apply, revert, status
 
 __all__ = ["apply", "revert", "status", "PatchStatus", "__version__"]
 __version__ = "0.1.0"
 
-apply()
+_shim.start()  # apply() without building its status: off Neuron that would import every patch
