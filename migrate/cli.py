@@ -3,7 +3,8 @@
 Exit codes: 0 nothing to do (or everything written); 1 with `--check` when any file would
 change (new rewrites or new TODOs); 2 on errors (unparseable or unreadable files, internal
 errors, bad options) and when a file named on the command line (not found in a directory) was
-skipped because it cannot be migrated: binary, undecodable, or not a kind neuron-migrate knows. With the default text format diffs go to stdout (coloured only on a
+skipped because it cannot be migrated: binary, undecodable, or not a kind neuron-migrate knows.
+With the default text format diffs go to stdout (coloured only on a
 terminal, never with NO_COLOR set) and the summary to stderr; the other formats
 (`migrate.formats`) write their report to stdout and, for `github`, the summary to stderr.
 """

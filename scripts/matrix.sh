@@ -41,7 +41,7 @@ run() {
     requirements "$venv/bin/python" > "$venv/requirements.txt"
     "$venv/bin/pip" install -q "torch==$torch" -r "$venv/requirements.txt"
     "$venv/bin/pip" install -q --no-deps .
-    "$venv/bin/python" -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+    "$venv/bin/python" -c "import torch, transformers as t; print('torch', torch.__version__, t.__version__)"
     PATH="$venv/bin:$PATH" "$venv/bin/python" -m pytest "$@"
 }
 

@@ -33,7 +33,8 @@ def test_neuroncompat_commands_accept_dash_h(args: list[str], usage: str) -> Non
 
 def test_simulate_passes_dash_h_after_the_command_to_the_script() -> None:
     """``-h`` after ``--`` belongs to the user's command, not to ``neuroncompat simulate``."""
-    result = run_python("from neuroncompat.cli import main; main(['simulate', '--', 'python', '-h'], prog_name='neuroncompat')")
+    code = "from neuroncompat.cli import main; main(['simulate', '--', 'python', '-h'], prog_name='neuroncompat')"
+    result = run_python(code)
     assert result.returncode == 2
     assert "Usage: neuroncompat simulate" in result.stderr and "no script given to python" in result.stderr
 

@@ -44,7 +44,8 @@ def test_simulate_shows_the_users_syntax_error_without_tool_frames(tmp_path: Pat
     simulated = _run("-m", "neuroncompat.cli", "simulate", "--", "python", "bad.py", cwd=tmp_path)
     assert simulated.returncode == 1
     assert simulated.stderr == plain.stderr
-    assert simulated.stderr.startswith(f'  File "{tmp_path / "bad.py"}", line 2\n') and "SyntaxError: invalid syntax" in simulated.stderr
+    assert simulated.stderr.startswith(f'  File "{tmp_path / "bad.py"}", line 2\n')
+    assert simulated.stderr.endswith("SyntaxError: invalid syntax\n")
     assert simulated.stdout.startswith("neuroncompat simulate: python bad.py\n")  # the report still comes
 
 
@@ -122,5 +123,6 @@ def test_failing_torchrun_is_summarised_by_rank(tmp_path: Path) -> None:
 def test_failing_accelerate_launch_is_summarised_by_rank(tmp_path: Path) -> None:
     (tmp_path / "fails.py").write_text(ONE_RANK_RAISES)
     accelerate = str(Path(sys.executable).with_name("accelerate"))
-    result = _run("-m", "neuroncompat.cli", "simulate", "--", accelerate, "launch", "--num_processes", "2", "fails.py", cwd=tmp_path)
+    command = [accelerate, "launch", "--num_processes", "2", "fails.py"]
+    result = _run("-m", "neuroncompat.cli", "simulate", "--", *command, cwd=tmp_path)
     _assert_summarised(result, "accelerate launch")

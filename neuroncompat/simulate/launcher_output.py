@@ -19,7 +19,9 @@ from typing import BinaryIO
 _GLOG = re.compile(rb"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*torch/distributed/\S*\] ")
 _TRACEBACK = b"Traceback (most recent call last):"
 _FRAME = re.compile(rb'^  File "([^"]*)", line \d+')
-_LAUNCHER_FRAME = re.compile(rb"(?:/bin/(?:torchrun|accelerate)$|torch/distributed/|accelerate/commands/|accelerate/utils/launch)")
+_LAUNCHER_FRAME = re.compile(
+    rb"(?:/bin/(?:torchrun|accelerate)$|torch/distributed/|accelerate/commands/|accelerate/utils/launch)"
+)
 
 
 class LauncherOutput:

@@ -155,7 +155,8 @@ def test_check_lists_each_file_that_would_change(project, monkeypatch):
     assert lines[1:3] == ["  would change: sub/eval.py", "  would change: train.py"]
     written = invoke("--write", ".").stderr.splitlines()
     assert written[1:3] == ["  changed: sub/eval.py", "  changed: train.py"]
-    assert invoke("--check", "train.py").stderr.startswith("neuron-migrate: 1 file scanned, 0 would change, 1 unchanged")
+    summary = invoke("--check", "train.py").stderr
+    assert summary.startswith("neuron-migrate: 1 file scanned, 0 would change, 1 unchanged")
 
 
 UNREADABLE = {

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch", reason="runs migrated scripts on the simulator: needs torch (pip install -e '.[test]')")
+pytest.importorskip("torch", reason="runs migrated scripts on the simulator: needs torch")
 
 from fixture_runs import assert_adapter_trained_on_cpu, assert_trained_on_cpu, losses, run_script
 
