@@ -180,6 +180,8 @@ def test_binary_and_undecodable_files_are_skipped_with_the_reason(tmp_path: Path
         assert named.exit_code == 2
         assert f"  skipped: {name}: {reason}" in named.stderr and "1 skipped, 0 errors" in named.stderr
         assert named.stdout == ""
+    report = json.loads(invoke("--format", "json", name).stdout)
+    assert report["files"][0]["status"] == "skipped" and report["files"][0]["skip_reason"].startswith(reason)
     (tmp_path / "train.py").write_bytes(CUDA)
     walked = invoke("--write", ".")
     assert walked.exit_code == 0
