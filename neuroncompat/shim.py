@@ -1,8 +1,9 @@
 """Turns the patches on and off: Neuron detection, the disable switches, status and revert.
 
 ``import neuroncompat`` calls :func:`start` once (:func:`apply` without building the status).
-Off Neuron it does nothing but log one DEBUG line and wrap ``sys.excepthook`` so that a migrated script dying of the missing ``torch.neuron``
-ends with a hint about the simulator (:mod:`neuroncompat.neuron_missing_hint`). On Neuron
+Off Neuron it does nothing but log one DEBUG line and wrap ``sys.excepthook`` so that a migrated
+script dying of the missing ``torch.neuron`` ends with a hint about the simulator
+(:mod:`neuroncompat.neuron_missing_hint`). On Neuron
 (TorchNeuron installed, or the simulator on) each patch not disabled by ``NEURONCOMPAT_DISABLE``
 or ``apply(skip=...)`` runs its environment step at once and patches each target module when
 that module is imported.
