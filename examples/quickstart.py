@@ -6,6 +6,9 @@ What a newcomer runs first (see the README): no Trainium, no hub access needed.
 3. dry-runs the migrated script with ``neuroncompat simulate``: the shim on the simulated
    ``neuron`` device, then a report of the graphs Neuron would compile (about a minute each on
    hardware) and where each new shape came from.
+
+Everything runs inside one temporary folder, removed at the end, with paths relative to it, so
+nothing printed points at a folder that no longer exists.
 """
 
 from __future__ import annotations
@@ -31,23 +34,22 @@ def _banner(text: str) -> None:
 def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="neuroncompat-quickstart-"))
     try:
-        _banner("1. a small local Qwen3 model")
+        _banner("1. a small local Qwen3 model (model/, in a temporary folder removed at the end)")
         from neuroncompat.testing import build_causal_lm
 
-        model_dir = build_causal_lm(workdir / "model")
-        print(model_dir)
+        build_causal_lm(workdir / "model")
 
-        _banner("2. neuron-migrate examples/finetune_cuda.py")
-        script = workdir / "finetune.py"
-        shutil.copy(HERE / "finetune_cuda.py", script)
+        _banner("2. neuron-migrate examples/finetune_cuda.py (copied to finetune.py)")
+        shutil.copy(HERE / "finetune_cuda.py", workdir / "finetune.py")
         migrate = [sys.executable, "-m", "migrate"]
-        subprocess.run([*migrate, str(script)], check=False)
-        subprocess.run([*migrate, "--write", "--quiet", str(script)], check=True)
+        subprocess.run([*migrate, "finetune.py"], cwd=workdir, check=False)
+        subprocess.run([*migrate, "--write", "--quiet", "finetune.py"], cwd=workdir, check=True)
 
         _banner("3. neuroncompat simulate: the migrated script on the simulated Neuron device")
         subprocess.run(
             [sys.executable, "-m", "neuroncompat.cli", "simulate", "--",
-             "python", str(script), "--model_name_or_path", str(model_dir), "--output_dir", str(workdir / "out")],
+             "python", "finetune.py", "--model_name_or_path", "model", "--output_dir", "out"],
+            cwd=workdir,
             check=True,
         )
     finally:

@@ -2,7 +2,9 @@
 
 Exit codes: 0 nothing to do (or everything written); 1 with `--check` when any file would
 change (new rewrites or new TODOs); 2 on errors (unparseable or unreadable files, internal
-errors, bad options). With the default text format diffs go to stdout (coloured only on a
+errors, bad options) and when a file named on the command line (not found in a directory) was
+skipped because it cannot be migrated: binary, undecodable, or not a kind neuron-migrate knows.
+With the default text format diffs go to stdout (coloured only on a
 terminal, never with NO_COLOR set) and the summary to stderr; the other formats
 (`migrate.formats`) write their report to stdout and, for `github`, the summary to stderr.
 """
@@ -105,7 +107,8 @@ def main(paths: tuple[str, ...], write: bool, check: bool, select: tuple[str, ..
             if result.error:
                 click.echo(f"error: {result.error}", err=True)
 
-    if any(r.status in ("error", "internal-error") for r in results):
+    named = {str(Path(p)) for p in paths if not Path(p).is_dir()}
+    if any(r.status in ("error", "internal-error") or (r.skip_reason and r.path in named) for r in results):
         sys.exit(2)
     if check and any(r.status == "changed" for r in results):
         sys.exit(1)

@@ -70,6 +70,9 @@ class FileResult:
     error_line: int | None = None
     changes: list[TextChange] = field(default_factory=list)
     kind: str = "python"  # "python", "notebook", "yaml", "shell"
+    # why a "skipped" file was not migrated (binary, undecodable, not a kind neuron-migrate knows);
+    # None for a `# neuron-migrate: skip-file` comment
+    skip_reason: str | None = None
 
     @property
     def changed(self) -> bool:

@@ -28,6 +28,11 @@ def display_path(path: str) -> str:
         return absolute.as_posix()
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 file`, `2 files`, `1 error`, `0 errors`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def ordered(results: list[FileResult]) -> list[FileResult]:
     """Results by display path, so every format lists files in the same, stable order."""
     return sorted(results, key=lambda r: display_path(r.path))
@@ -50,7 +55,7 @@ def where(finding: Finding) -> str:
 
 def unified_diff(result: FileResult) -> str:
     """The diff of one changed file, with normalised `\\n` line endings for display."""
-    path = display_path(result.path)
+    path = display_path(result.path).lstrip("/")  # as git writes an absolute path: a/tmp/x.py, not a//tmp/x.py
     out = [f"--- a/{path}\n", f"+++ b/{path}\n"]
     for change in result.changes:
         old = change.old.splitlines(keepends=True)

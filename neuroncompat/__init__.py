@@ -8,15 +8,30 @@ when those libraries are imported. See ``neuroncompat doctor`` for what applies 
 
 from __future__ import annotations
 
-from neuroncompat.patch import PatchError
+from neuroncompat import shim as _shim
 from neuroncompat.shim import PatchStatus, apply, revert, status
 
 __all__ = ["apply", "revert", "status", "PatchStatus", "PatchError", "__version__"]
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    """``neuroncompat.PatchError`` on first use: ``neuroncompat.patch`` imports ``logging``, which
+    ``import neuroncompat`` avoids off Neuron."""
+    if name == "PatchError":
+        from neuroncompat.patch import PatchError
+
+        return PatchError
+    raise AttributeError(f"module 'neuroncompat' has no attribute {name!r}")
+
+
 try:
-    apply()
-except PatchError as stop:
-    # A patch stopped the run on purpose: exit with its message alone (status 1), not a traceback
-    # through the import machinery. ``neuroncompat.apply()`` called directly raises PatchError.
-    raise SystemExit(str(stop)) from None
+    _shim.start()  # apply() without building its status: off Neuron that would import every patch
+except Exception as stop:
+    from neuroncompat.patch import PatchError
+
+    if isinstance(stop, PatchError):
+        # A patch stopped the run on purpose: exit with its message alone (status 1), not a traceback
+        # through the import machinery. ``neuroncompat.apply()`` called directly raises PatchError.
+        raise SystemExit(str(stop)) from None
+    raise

@@ -2,7 +2,7 @@
 
 import sys
 
-from neuroncompat.runner import run
+from neuroncompat.runner import main
 
 if __name__ == "__main__":
-    run(sys.argv[1:])
+    main(sys.argv[1:])

@@ -8,13 +8,16 @@ import click
 
 import neuroncompat
 from neuroncompat import doctor as doctor_report
-from neuroncompat.runner import run as run_script
+from neuroncompat.runner import main as run_script
 from neuroncompat.simulate import launch as simulation
 from neuroncompat.simulate import report
 from neuroncompat.simulate.report import DEFAULT_GRAPH_COST, DEFAULT_MAX_SHAPES
 
 
-@click.group(help="Run Hugging Face scripts natively on AWS Trainium (TorchNeuron).")
+@click.group(
+    help="Run Hugging Face scripts natively on AWS Trainium (TorchNeuron).",
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
+)
 @click.version_option(neuroncompat.__version__, prog_name="neuroncompat")
 def main() -> None:
     pass

@@ -14,20 +14,22 @@ milliseconds and works before torch is imported.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from dataclasses import dataclass
+from collections import namedtuple
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
 
 PLACEHOLDER_MARKER = "WRONG PACKAGE"
 
 
-@dataclass(frozen=True)
-class Detection:
-    """What was found, and a sentence saying why."""
+class Detection(namedtuple("Detection", ["kind", "version", "reason"])):
+    """What was found (``kind``, ``version`` or None) and a sentence saying why (``reason``).
+    Immutable; a named tuple rather than a dataclass because ``import neuroncompat`` runs this
+    in every migrated script and ``dataclasses`` imports ``inspect``."""
 
-    kind: str
-    version: str | None
-    reason: str
+    __slots__ = ()
 
     @property
     def real_hardware_stack(self) -> bool:
@@ -45,13 +47,28 @@ def _requires_torch_xla() -> bool:
     return any(r.replace("_", "-").lower().startswith("torch-xla") for r in requires)
 
 
+def _find_top_level_spec(name: str) -> ModuleSpec | None:
+    """``importlib.util.find_spec(name)`` for a top-level module: its ``__spec__`` if imported, else
+    each finder on ``sys.meta_path`` asked in turn, as the import system does. ``importlib.util``
+    itself is not imported: it brings ``contextlib`` and ``warnings`` into every script that
+    imports neuroncompat."""
+    if name in sys.modules:
+        return getattr(sys.modules[name], "__spec__", None)
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        spec = find_spec(name, None) if find_spec is not None else None
+        if spec is not None:
+            return spec
+    return None
+
+
 def detect_torch_neuronx() -> Detection:
     """Classify the ``torch_neuronx`` module that ``import torch_neuronx`` would load."""
     loaded = sys.modules.get("torch_neuronx")
     if loaded is not None and getattr(loaded, "__simulated__", False):
         return Detection("simulated", getattr(loaded, "__version__", None), "neuroncompat.simulator is enabled")
     try:
-        spec = importlib.util.find_spec("torch_neuronx")
+        spec = _find_top_level_spec("torch_neuronx")
     except (ImportError, ValueError) as exc:
         return Detection("absent", None, f"torch_neuronx cannot be located: {exc}")
     if spec is None:

@@ -8,7 +8,6 @@ finder placed at the front of ``sys.meta_path``.
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
@@ -23,8 +22,12 @@ _resolving: set[str] = set()
 _lock = threading.RLock()
 
 
-class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Finds watched modules with the other finders, then wraps their ``exec_module``."""
+class _PostImportFinder:
+    """Finds watched modules with the other finders, then wraps their ``exec_module``.
+
+    A meta path finder only needs ``find_spec``; it does not subclass ``importlib.abc.MetaPathFinder``
+    because importing ``importlib.abc`` pulls in ``importlib.resources``, ``pathlib`` and
+    ``tempfile`` (tens of milliseconds in every script that imports neuroncompat)."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in _callbacks or fullname in _resolving:

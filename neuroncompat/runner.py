@@ -4,6 +4,11 @@
 ``sys.argv``, ``sys.path[0]``, ``__main__``, exit codes and exceptions are the script's own. The
 package import has already applied the shim, so the script needs no edit; this is also what
 ``torchrun --nproc_per_node=N -m neuroncompat train.py`` runs in every rank.
+
+:func:`main` (the command line) prints an uncaught exception as ``python train.py`` would:
+the frames of this runner and of :mod:`runpy` that sit above the script's own frames are left
+out, so a ``SyntaxError`` shows only the user's file and line, and a runtime error starts at the
+script's ``<module>`` frame. Exit status 1, as Python's.
 """
 
 from __future__ import annotations
@@ -11,6 +16,13 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import traceback
+from types import TracebackType
+
+from neuroncompat import neuron_missing_hint
+from neuroncompat.simulate import RECORD_ENV
+
+_TOOL_FILES = frozenset(os.path.normcase(os.path.abspath(f)) for f in (__file__, runpy.__file__))
 
 USAGE = """usage: python -m neuroncompat SCRIPT.py [ARGS...]
        python -m neuroncompat -m MODULE [ARGS...]
@@ -38,4 +50,33 @@ def run(argv: list[str]) -> None:
         raise SystemExit(2)
     sys.argv = list(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    runpy.run_path(script, run_name="__main__")
+    runpy.run_path(os.path.abspath(script), run_name="__main__")  # as python makes __main__.__file__ absolute
+
+
+def _user_frames(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` without its leading frames from this module and runpy."""
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not (filename.startswith("<frozen runpy") or os.path.normcase(os.path.abspath(filename)) in _TOOL_FILES):
+            break
+        tb = tb.tb_next
+    return tb
+
+
+def main(argv: list[str]) -> None:
+    """:func:`run` for the command line: the script's exception printed without the tool's frames."""
+    try:
+        run(argv)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001  (printed as the interpreter would, then exit 1)
+        frames = _user_frames(exc.__traceback__)
+        traceback.print_exception(type(exc), exc, frames)
+        neuron_missing_hint.advise(exc)
+        sys.stderr.flush()
+        # under `neuroncompat simulate`, say which rank failed; accelerate launch's own error is about its ranks
+        if os.environ.get(RECORD_ENV) and argv[:2] != ["-m", "accelerate.commands.launch"]:
+            from neuroncompat.simulate import failures
+
+            failures.note(exc, frames)
+        raise SystemExit(1) from None

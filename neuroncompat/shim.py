@@ -1,50 +1,72 @@
 """Turns the patches on and off: Neuron detection, the disable switches, status and revert.
 
-``import neuroncompat`` calls :func:`apply` once. Off Neuron it does nothing but log one DEBUG
-line. On Neuron (TorchNeuron installed, or the simulator on) each patch not disabled by
-``NEURONCOMPAT_DISABLE`` or ``apply(skip=...)`` runs its environment step at once and patches
-each target module when that module is imported.
+``import neuroncompat`` calls :func:`start` once (:func:`apply` without building the status).
+Off Neuron it does nothing but log one DEBUG line and wrap ``sys.excepthook`` so that a migrated
+script dying of the missing ``torch.neuron`` ends with a hint about the simulator
+(:mod:`neuroncompat.neuron_missing_hint`). On Neuron
+(TorchNeuron installed, or the simulator on) each patch not disabled by ``NEURONCOMPAT_DISABLE``
+or ``apply(skip=...)`` runs its environment step at once and patches each target module when
+that module is imported.
 
 Failures: a :class:`~neuroncompat.patch.PatchError` (raised on purpose through ``Patch.fail``)
 passes through, so the script stops with the patch's message; the patch is undone first. Any other
 exception from a patch is a bug in that patch: it is contained (the patch is undone and reported
 ``failed``) and logged once as a WARNING naming the patch and the switch that turns it off, so one
 broken patch never breaks a user's run.
+
+``import neuroncompat`` goes first in every migrated script, so off Neuron this module imports
+only what detection needs: the patches, the post-import hooks, ``logging`` and ``dataclasses``
+(which pulls in ``inspect``, ``ast`` and ``dis``) are imported when they are used: on Neuron,
+by :func:`status`, or when patch ids are given to check. The DEBUG line is logged only where
+``logging`` is already imported: before that no handler can exist that would show it.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
-from dataclasses import dataclass
+import sys
+from _thread import RLock
+from collections import namedtuple
 from types import ModuleType
 
-from neuroncompat import hooks
+from neuroncompat import neuron_missing_hint
 from neuroncompat.detect import Detection, clear_availability_caches, detect_torch_neuronx
-from neuroncompat.patch import Patch, PatchError, revert_all
-from neuroncompat.patches import PATCH_TYPES
 
-logger = logging.getLogger("neuroncompat")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    import logging
 
-_lock = threading.RLock()
+    from neuroncompat.patch import Patch, PatchError
+
+_lock = RLock()
 _patches: dict[str, Patch] = {}
 _detection: Detection | None = None
 _active = False
+_inactive = False  # apply() ran off Neuron: every patch reports "inactive"
 
 
-@dataclass(frozen=True)
-class PatchStatus:
-    """One patch as ``neuroncompat.status()`` and ``neuroncompat doctor`` report it."""
+def _logger() -> logging.Logger:
+    import logging
 
-    id: str
-    state: str  # waiting | applied | stood-down | disabled | inactive | failed
-    reason: str
-    detail: str
+    return logging.getLogger("neuroncompat")
+
+
+def _patch_types() -> list[type[Patch]]:
+    from neuroncompat.patches import PATCH_TYPES
+
+    return PATCH_TYPES
+
+
+class PatchStatus(namedtuple("PatchStatus", ["id", "state", "reason", "detail"])):
+    """One patch as ``neuroncompat.status()`` and ``neuroncompat doctor`` report it: ``id``,
+    ``state`` (waiting | applied | stood-down | disabled | inactive | failed), ``reason`` (the gap)
+    and ``detail``. Immutable."""
+
+    __slots__ = ()
 
 
 def patch_ids() -> list[str]:
-    return [cls.id for cls in PATCH_TYPES]
+    return [cls.id for cls in _patch_types()]
 
 
 def _disabled_from_env() -> set[str]:
@@ -73,26 +95,37 @@ def _maybe_start_simulator() -> None:
 
 def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchStatus]:
     """Apply every patch that is not disabled; idempotent. Returns :func:`status`."""
-    global _detection, _active
+    start(skip)
+    return status()
+
+
+def start(skip: set[str] | list[str] | tuple[str, ...] = ()) -> None:
+    """:func:`apply` without building the status (what ``import neuroncompat`` calls: off Neuron
+    the status would import every patch module for nothing)."""
+    global _detection, _active, _inactive
     with _lock:
-        unknown = (set(skip) | _disabled_from_env()) - set(patch_ids()) - {"all"}
+        requested = (set(skip) | _disabled_from_env()) - {"all"}
+        unknown = requested - set(patch_ids()) if requested else set()
         if unknown:
             raise ValueError(f"unknown neuroncompat patch id(s) {sorted(unknown)}; known: {', '.join(patch_ids())}")
         if _active:
-            return status()
+            return
         _maybe_start_simulator()
         _detection = detect_torch_neuronx()
         from_env = _disabled_from_env()
         disabled = set(skip) | from_env
         _patches.clear()
-        for cls in PATCH_TYPES:
-            _patches[cls.id] = cls()
         if not _on_neuron(_detection):
-            for patch in _patches.values():
-                patch.state = "inactive"
-                patch.detail = "not on Neuron"
-            logger.debug("neuroncompat: no Neuron device (%s); nothing patched", _detection.reason)
-            return status()
+            _inactive = True
+            if "logging" in sys.modules:
+                _logger().debug("neuroncompat: no Neuron device (%s); nothing patched", _detection.reason)
+            neuron_missing_hint.install()
+            return
+        from neuroncompat import hooks
+
+        _inactive = False
+        for cls in _patch_types():
+            _patches[cls.id] = cls()
         _active = True
         if _detection.kind == "native":
             hooks.when_imported("torch", _register_native_backend)
@@ -103,10 +136,11 @@ def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchS
                 patch.detail = "disabled by NEURONCOMPAT_DISABLE" if by_env else "disabled by apply(skip=...)"
                 continue
             _start(patch)
-        return status()
 
 
 def _start(patch: Patch) -> None:
+    from neuroncompat.patch import PatchError
+
     try:
         patch.activate()
     except PatchError as exc:
@@ -120,10 +154,14 @@ def _start(patch: Patch) -> None:
             patch.state = "applied"
         return
     for name in patch.targets:
+        from neuroncompat import hooks
+
         hooks.when_imported(name, lambda module, p=patch, n=name: _patch_target(p, n, module))
 
 
 def _patch_target(patch: Patch, name: str, module: ModuleType) -> None:
+    from neuroncompat.patch import PatchError
+
     if patch.state in ("failed", "disabled", "inactive") or patch.stood_down or not _active:
         return
     try:
@@ -155,6 +193,7 @@ def _fail(patch: Patch, exc: Exception) -> None:
     patch.revert()
     patch.state = "failed"
     patch.detail = f"{type(exc).__name__}: {exc}"
+    logger = _logger()
     logger.warning(
         "[%s] could not be applied and was left off (a bug in this patch; please report it): %s. "
         "NEURONCOMPAT_DISABLE=%s turns it off and silences this warning.",
@@ -170,24 +209,30 @@ def _register_native_backend(torch: ModuleType) -> None:
     try:
         import torch_neuronx  # noqa: F401
     except ImportError as exc:
-        logger.warning("torch_neuronx is installed but failed to import: %s", exc)
+        _logger().warning("torch_neuronx is installed but failed to import: %s", exc)
         return
     clear_availability_caches()
 
 
 def revert() -> None:
     """Undo every patch and forget pending hooks; ``apply()`` may be called again."""
-    global _active
+    global _active, _inactive
     with _lock:
-        hooks.cancel_all()
-        revert_all(list(_patches.values()))
+        if "neuroncompat.hooks" in sys.modules:  # imported by the first patch that waited for a module
+            sys.modules["neuroncompat.hooks"].cancel_all()
+        if _patches:
+            from neuroncompat.patch import revert_all
+
+            revert_all(list(_patches.values()))
         _patches.clear()
-        _active = False
+        _active = _inactive = False
 
 
 def status() -> dict[str, PatchStatus]:
     """Each patch's state: waiting (target not imported yet), applied, stood-down, disabled, inactive, failed."""
     with _lock:
+        if _inactive:
+            return {cls.id: PatchStatus(cls.id, "inactive", cls.reason, "not on Neuron") for cls in _patch_types()}
         return {
             pid: PatchStatus(pid, p.state, type(p).reason, p.detail) for pid, p in _patches.items()
         }

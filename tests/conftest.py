@@ -4,10 +4,16 @@ PyTorch lets the PrivateUse1 backend be renamed once per process, so the simulat
 registered for the whole session once a test enables it; the ``neuron`` fixture turns it on and
 off around each test and resets what libraries cache about the device. Tests that need a
 process that never saw the device use :func:`run_python` (a subprocess).
+
+Nothing here imports torch unless it is installed: ``pytest tests/migrate`` runs with only the
+codemod installed (``pip install .`` and the test tools), and the tests that need the simulator
+stack (torch, transformers, TRL, accelerate) are reported as skipped, with the missing package
+as the reason, instead of failing to import.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from types import ModuleType
@@ -24,19 +30,45 @@ os.environ.pop("NEURONCOMPAT_SIMULATE", None)
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+SIMULATOR_STACK = ("torch", "transformers", "trl", "accelerate", "datasets", "peft")
+MISSING_STACK = [name for name in SIMULATOR_STACK if importlib.util.find_spec(name) is None]
+SKIP_REASON = f"needs the simulator stack: {', '.join(MISSING_STACK)} not installed (pip install -e '.[test]')"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register ``neuron`` as PyTorch's PrivateUse1 name, so test modules can write
     ``torch.device("neuron", 1)`` at collection time. Registering is not enabling: the device
     stays unavailable until a test asks for the ``neuron`` fixture."""
+    if "torch" in MISSING_STACK:
+        return
     from neuroncompat.simulator import register_backend
 
     register_backend()
 
 
+class _NeedsSimulatorStack(pytest.Module):
+    """A test module outside ``tests/migrate`` (the shim and the simulator: they all run torch and
+    the Hugging Face libraries) where that stack is missing: one skip with the reason, nothing imported."""
+
+    def collect(self) -> list[pytest.Item]:
+        raise pytest.skip.Exception(SKIP_REASON, allow_module_level=True)
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    if MISSING_STACK and (TESTS / "migrate") not in module_path.parents:
+        return _NeedsSimulatorStack.from_parent(parent, path=module_path)
+    return None
+
+
+def _require_simulator_stack() -> None:
+    if MISSING_STACK:
+        pytest.skip(SKIP_REASON)
+
+
 @pytest.fixture(scope="session")
 def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _require_simulator_stack()
     from neuroncompat.testing import build_causal_lm
 
     return build_causal_lm(tmp_path_factory.mktemp("tiny-qwen3"), arch="qwen3")
@@ -44,6 +76,7 @@ def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _require_simulator_stack()
     from neuroncompat.testing import build_causal_lm
 
     return build_causal_lm(tmp_path_factory.mktemp("tiny-llama"), arch="llama")
@@ -62,6 +95,7 @@ def _reset_library_state() -> None:
 @pytest.fixture
 def neuron() -> Iterator[object]:
     """The simulated device with 2 cores, on for the duration of one test."""
+    _require_simulator_stack()
     from neuroncompat import simulator
 
     _reset_library_state()
@@ -91,6 +125,7 @@ def shim(neuron: object) -> Iterator[ModuleType]:
 def run_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One tiny memorised Llama and its training data for every test that runs a script
     (migrated fixtures, distributed launches); building it takes seconds."""
+    _require_simulator_stack()
     from fixture_runs import build_workdir
 
     return build_workdir(tmp_path_factory.mktemp("runs"))

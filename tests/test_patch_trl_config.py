@@ -44,6 +44,7 @@ def test_gaps_without_the_patch(shim: ModuleType, tiny_qwen: Path, tmp_path: Pat
     assert len(shapes) > 1, "a row of changing length: one Neuron graph per length"
 
 
+@pytest.mark.slow
 def test_cuda_choices_are_normalised(shim: ModuleType, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     from trl import SFTTrainer
 
@@ -96,6 +97,7 @@ def test_disabled_by_name_and_reverted(shim: ModuleType, tmp_path: Path) -> None
     assert _BaseConfig.__post_init__ is original
 
 
+@pytest.mark.slow
 def test_trl_sft_cli_with_cuda_flags_trains(shim: ModuleType, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """``trl sft`` driven only by the flags a CUDA user passes trains on the simulated device."""
     import torch

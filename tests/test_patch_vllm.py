@@ -45,6 +45,7 @@ def test_use_vllm_fails_early_with_the_fix(shim: ModuleType, tiny_qwen: Path, tm
         _grpo(tiny_qwen, tmp_path, use_vllm=True)
 
 
+@pytest.mark.slow
 def test_fallback_generates_with_a_static_cache(shim: ModuleType, tiny_qwen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("NEURONCOMPAT_VLLM_FALLBACK", "1")
     shim.apply()

@@ -16,6 +16,8 @@ import pytest
 from neuroncompat.simulate import report, scenarios
 from neuroncompat.simulate.record import Recorder
 
+pytestmark = pytest.mark.slow  # SFT and GRPO trainers run end to end
+
 
 @pytest.fixture
 def recorder(shim: ModuleType) -> Iterator[Recorder]:

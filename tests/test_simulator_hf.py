@@ -74,6 +74,7 @@ def _assert_checkpoint_equals(model, path: Path) -> None:
         assert torch.equal(value, trained[name].cpu()), name
 
 
+@pytest.mark.slow
 def test_trainer_trains_and_saves_on_neuron(neuron: object, tiny_qwen: Path, tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments
 
@@ -93,6 +94,7 @@ def test_trainer_trains_and_saves_on_neuron(neuron: object, tiny_qwen: Path, tmp
     _assert_checkpoint_equals(model, tmp_path / "final")
 
 
+@pytest.mark.slow
 def test_sft_trainer_trains_and_saves_on_neuron(neuron: object, tiny_qwen: Path, tmp_path: Path) -> None:
     from trl import SFTConfig, SFTTrainer
 
@@ -116,6 +118,7 @@ def _batch_shapes(trainer, steps: int) -> set[tuple[int, ...]]:
     return shapes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pad_to_multiple_of", [None, 128])
 def test_trainer_compile_records_one_graph_per_padded_shape(
     neuron: object, tiny_qwen: Path, tmp_path: Path, pad_to_multiple_of: int | None

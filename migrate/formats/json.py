@@ -61,6 +61,7 @@ def render(results: list[FileResult], mode: str) -> str:
             "warnings": [_finding(w) for w in r.warnings],
             "error": r.error,
             "error_line": r.error_line,
+            "skip_reason": r.skip_reason,
             "diff": unified_diff(r) if r.status == "changed" else "",
         }
         for r in ordered(results)

@@ -12,7 +12,7 @@ import re
 
 from migrate.engine import FileResult
 from migrate.rule_families import get_rule
-from migrate.report import Totals, display_path, ordered, rewrites_text, status_text, unified_diff, where
+from migrate.report import Totals, display_path, ordered, plural, rewrites_text, status_text, unified_diff, where
 
 MARKER = "<!-- neuron-migrate report -->"
 BUDGET = 60_000
@@ -41,9 +41,9 @@ def render(results: list[FileResult], mode: str) -> str:
     out = [
         MARKER + "\n",
         "## neuron-migrate\n\n",
-        f"**{totals.files} files scanned:** {totals.statuses['changed']} {verb}, "
+        f"**{plural(totals.files, 'file')} scanned:** {totals.statuses['changed']} {verb}, "
         f"{totals.statuses['unchanged']} unchanged, {totals.statuses['skipped']} skipped, "
-        f"{totals.errors} errors, {totals.todos} TODOs\n",
+        f"{plural(totals.errors, 'error')}, {plural(totals.todos, 'TODO')}\n",
     ]
     shown = [r for r in ordered(results) if r.status == "changed" or r.todos or r.error or r.warnings]
     if not shown:

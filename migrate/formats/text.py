@@ -6,7 +6,7 @@ import click
 
 from migrate.engine import FileResult
 from migrate.rule_families import get_rule
-from migrate.report import Totals, display_path, ordered, unified_diff, where
+from migrate.report import Totals, display_path, ordered, plural, unified_diff, where
 
 _COLOURS = {"+": "green", "-": "red", "@": "cyan"}
 
@@ -27,20 +27,24 @@ def diffs(results: list[FileResult]) -> str:
 
 
 def render(results: list[FileResult], mode: str) -> str:
-    """Files scanned/changed/skipped/errors, rewrites per rule, TODOs and notes with file:line."""
+    """Files scanned/changed/skipped/errors; with --check or --write each file that would change
+    (or changed: in diff mode the diffs name them); rewrites per rule; TODOs and notes with
+    file:line; each file skipped for a reason other than a skip-file comment, and each error."""
     totals = Totals.of(results)
     verb = "changed" if mode == "write" else "would change"
     lines = [
-        f"neuron-migrate: {totals.files} files scanned, {totals.statuses['changed']} {verb}, "
-        f"{totals.statuses['unchanged']} unchanged, {totals.statuses['skipped']} skipped (skip-file), "
-        f"{totals.errors} errors"
+        f"neuron-migrate: {plural(totals.files, 'file')} scanned, {totals.statuses['changed']} {verb}, "
+        f"{totals.statuses['unchanged']} unchanged, {totals.statuses['skipped']} skipped, "
+        f"{plural(totals.errors, 'error')}"
     ]
+    results = ordered(results)
+    if mode != "diff":
+        lines.extend(f"  {verb}: {display_path(r.path)}" for r in results if r.status == "changed")
     if totals.rewrites:
         lines.append("rewrites per rule:")
         for rule_id, n in sorted(totals.rewrites.items()):
             rule = get_rule(rule_id)
             lines.append(f"  {rule_id} {rule.name if rule else '?'}: {n}")
-    results = ordered(results)
     if totals.todos:
         lines.append(f"TODOs needing manual work ({totals.todos}):")
         for r in results:
@@ -49,6 +53,9 @@ def render(results: list[FileResult], mode: str) -> str:
     for r in results:
         for note in r.warnings:
             lines.append(f"  note: {_location(r, note)}: {note.rule} {note.message}")
+    for r in results:
+        if r.status == "skipped":
+            lines.append(f"  skipped: {display_path(r.path)}: {r.skip_reason or 'neuron-migrate: skip-file comment'}")
     for r in results:
         if r.error:
             lines.append(f"  error: {r.error}")

@@ -8,6 +8,11 @@ to the script): ``python [opts] train.py`` -> ``python [opts] -m neuroncompat tr
 ``python -m neuroncompat -m accelerate.commands.launch [opts] -m neuroncompat train.py``. The
 launchers' own option parsers find where the script starts, so every launcher option is kept.
 
+For ``torchrun`` and ``accelerate launch`` the launcher's own error dump is left out of the
+terminal (:mod:`~neuroncompat.simulate.launcher_output`; the whole output goes to a log file
+whose path is printed) and a failed run ends with one line per failed rank: the user's exception
+and file:line (:mod:`~neuroncompat.simulate.failures`).
+
 The environment tells each process what to do: ``NEURONCOMPAT_SIMULATE=1`` (the shim starts
 the simulator), ``NEURONCOMPAT_SIMULATE_RECORD=<dir>`` (and records into it) and
 ``NEURONCOMPAT_SIMULATE_CORES`` (enough cores for every local rank).
@@ -25,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from neuroncompat.simulate import RECORD_ENV
+from neuroncompat.simulate import RECORD_ENV, failures
+from neuroncompat.simulate.launcher_output import LauncherOutput
 from neuroncompat.simulate.report import load_records
 
 _PYTHON = re.compile(r"python[\d.]*(\.exe)?")
@@ -44,6 +50,7 @@ class Launch:
 
     argv: list[str]
     processes: int | None = None
+    launcher: str | None = None  # "torchrun" or "accelerate launch"; None for a plain python
 
 
 def _count(value: Any) -> int | None:
@@ -64,7 +71,8 @@ def _torchrun(argv: Sequence[str], prefix: int) -> Launch:
     from torch.distributed.run import get_args_parser
 
     parsed = get_args_parser().parse_args(list(argv[prefix:]))
-    return _launcher(argv, prefix, parsed, parsed.nproc_per_node)
+    launch = _launcher(argv, prefix, parsed, parsed.nproc_per_node)
+    return Launch(launch.argv, launch.processes, "torchrun")
 
 
 def _accelerate(argv: Sequence[str], prefix: int, python: str) -> Launch:
@@ -74,7 +82,8 @@ def _accelerate(argv: Sequence[str], prefix: int, python: str) -> Launch:
 
     parsed = launch_command_parser().parse_args(list(argv[prefix:]))
     launch = _launcher(argv, prefix, parsed, parsed.num_processes)
-    return Launch([python, "-m", "neuroncompat", "-m", _ACCELERATE_LAUNCH, *launch.argv[prefix:]], launch.processes)
+    return Launch([python, "-m", "neuroncompat", "-m", _ACCELERATE_LAUNCH, *launch.argv[prefix:]], launch.processes,
+                  "accelerate launch")
 
 
 def _python(argv: Sequence[str]) -> Launch:
@@ -136,13 +145,31 @@ def run(argv: Sequence[str], cores: int | None = None) -> tuple[int, list[dict[s
         env["NEURONCOMPAT_SIMULATE_CORES"] = str(cores)
     with tempfile.TemporaryDirectory(prefix="neuroncompat-simulate-") as directory:
         env[RECORD_ENV] = directory
-        try:
-            process = subprocess.Popen(launch.argv, env=env)
-        except FileNotFoundError as exc:
-            raise UnsupportedCommand(f"{launch.argv[0]!r} was not found: {exc.strerror}") from exc
-        try:
-            returncode = process.wait()
-        except KeyboardInterrupt:
-            process.send_signal(signal.SIGINT)
-            returncode = process.wait()
-        return _exit_code(returncode), load_records(directory)
+        log_path = Path(directory, "launcher.log")
+        with open(log_path, "wb") as log:
+            try:
+                process = subprocess.Popen(launch.argv, env=env, stderr=subprocess.PIPE if launch.launcher else None)
+            except FileNotFoundError as exc:
+                raise UnsupportedCommand(f"{launch.argv[0]!r} was not found: {exc.strerror}") from exc
+            output = LauncherOutput(process.stderr, sys.stderr.buffer, log) if process.stderr is not None else None
+            try:
+                returncode = process.wait()
+            except KeyboardInterrupt:
+                process.send_signal(signal.SIGINT)
+                returncode = process.wait()
+            if output is not None:
+                output.join()
+        exit_code = _exit_code(returncode)
+        if launch.launcher and exit_code != 0:
+            _summarise(launch.launcher, exit_code, failures.load(directory), log_path)
+        return exit_code, load_records(directory)
+
+
+def _summarise(launcher: str, exit_code: int, failed: list[dict[str, Any]], log_path: Path) -> None:
+    """One line per failed rank, and where the launcher's whole output was kept."""
+    fd, kept = tempfile.mkstemp(prefix="neuroncompat-simulate-", suffix=".log")
+    with os.fdopen(fd, "wb") as out:
+        out.write(log_path.read_bytes())
+    for line in failures.summary(failed, launcher, exit_code):
+        print(f"neuroncompat simulate: {line}", file=sys.stderr)
+    print(f"neuroncompat simulate: {launcher}'s full output: {kept}", file=sys.stderr, flush=True)

@@ -15,6 +15,9 @@ Run one under the simulator and read the report::
     neuroncompat simulate -- python -m neuroncompat.simulate.scenarios sft --pad-to-multiple-of 128
     neuroncompat simulate -- python -m neuroncompat.simulate.scenarios grpo --cache dynamic
 
+They need a Neuron device (the trainers ask for bf16 on it): run directly where there is none, a
+scenario stops at once with one line saying to run it under ``neuroncompat simulate``.
+
 Each scenario prints one JSON line with what it ran (for SFT, the batch lengths trained on: what
 the graph count should match). ``tests/test_simulate_scenarios.py`` asserts the counts and
 ``bench/bench_simulate_compiles.py`` reports them. The model is
@@ -25,9 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from neuroncompat.detect import detect_torch_neuronx
 
 SFT_MAX_LENGTH = 256
 SFT_STEPS = 3
@@ -100,6 +106,11 @@ def main(argv: list[str] | None = None) -> None:
     grpo_parser = scenarios.add_parser("grpo", help="GRPO generation with a static or dynamic KV cache")
     grpo_parser.add_argument("--cache", choices=("static", "dynamic"), default="static")
     options = parser.parse_args(argv)
+    if detect_torch_neuronx().kind not in ("native", "simulated"):
+        parser.exit(2, (
+            f"{parser.prog}: no Neuron device here; dry-run the scenario on the simulated one: "
+            f"neuroncompat simulate -- python -m neuroncompat.simulate.scenarios {' '.join(argv or sys.argv[1:])}\n"
+        ))
     with tempfile.TemporaryDirectory(prefix="neuroncompat-scenario-") as scratch:
         model = options.model
         if model is None:

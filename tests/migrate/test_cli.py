@@ -136,3 +136,70 @@ def test_console_entry_point_runs(tmp_path: Path):
     proc = subprocess.run([sys.executable, "-m", "migrate", "--check", str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 1
     assert "1 would change" in proc.stderr
+
+
+def test_dash_h_is_help():
+    short, long = invoke("-h"), invoke("--help")
+    assert short.exit_code == 0 and short.stdout == long.stdout
+    assert "Usage: main [OPTIONS] [PATHS]..." in short.stdout and "--check" in short.stdout
+
+
+def test_check_lists_each_file_that_would_change(project, monkeypatch):
+    (project / "sub").mkdir()
+    (project / "sub" / "eval.py").write_bytes(CUDA)
+    monkeypatch.chdir(project)
+    result = invoke("--check", ".")
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert lines[0] == "neuron-migrate: 3 files scanned, 2 would change, 1 unchanged, 0 skipped, 0 errors"
+    assert lines[1:3] == ["  would change: sub/eval.py", "  would change: train.py"]
+    written = invoke("--write", ".").stderr.splitlines()
+    assert written[1:3] == ["  changed: sub/eval.py", "  changed: train.py"]
+    summary = invoke("--check", "train.py").stderr
+    assert summary.startswith("neuron-migrate: 1 file scanned, 0 would change, 1 unchanged")
+
+
+UNREADABLE = {
+    "random.py": (bytes(range(256)) * 4, "binary file (contains NUL bytes)"),
+    "latin_no_cookie.py": ("x = 'café'\ny = torch.zeros(1).cuda()\n".encode("latin-1"), "cannot be decoded as utf-8"),
+    "bad_cookie.py": (b"# -*- coding: nonsense -*-\nx = 1\n", "bad encoding declaration"),
+    "cells.ipynb": (b"\xff\xfe{\x00}", "binary file"),
+    "launch.sh": (b"#!/bin/bash\nCUDA_VISIBLE_DEVICES=0 python t.py\n\xe9\n", "cannot be decoded as utf-8"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_binary_and_undecodable_files_are_skipped_with_the_reason(tmp_path: Path, name: str, monkeypatch):
+    """Named on the command line: skipped with the reason, exit 2 (the user asked for that file).
+    Found in a directory: the same line, exit 0, and the other files are still migrated."""
+    data, reason = UNREADABLE[name]
+    (tmp_path / name).write_bytes(data)
+    monkeypatch.chdir(tmp_path)
+    for args in (["--check", name], [name]):
+        named = invoke(*args)
+        assert named.exit_code == 2
+        assert f"  skipped: {name}: {reason}" in named.stderr and "1 skipped, 0 errors" in named.stderr
+        assert named.stdout == ""
+    report = json.loads(invoke("--format", "json", name).stdout)
+    assert report["files"][0]["status"] == "skipped" and report["files"][0]["skip_reason"].startswith(reason)
+    (tmp_path / "train.py").write_bytes(CUDA)
+    walked = invoke("--write", ".")
+    assert walked.exit_code == 0
+    assert f"  skipped: {name}: {reason}" in walked.stderr
+    assert (tmp_path / name).read_bytes() == data
+    assert b'.to("neuron")' in (tmp_path / "train.py").read_bytes()
+
+
+def test_a_named_file_of_another_kind_is_not_migrated_as_python(tmp_path: Path, monkeypatch):
+    notes = b"Remember: model.cuda() before training\n"
+    (tmp_path / "notes.txt").write_bytes(notes)
+    (tmp_path / "train").write_bytes(CUDA)  # no suffix: a Python script, as always
+    (tmp_path / "run.cfg").write_bytes(b"#!/usr/bin/env python\n" + CUDA)  # a python shebang says so
+    monkeypatch.chdir(tmp_path)
+    result = invoke("--write", "notes.txt", "train", "run.cfg")
+    assert result.exit_code == 2
+    assert "  skipped: notes.txt: not a Python script, notebook, YAML config or shell script" in result.stderr
+    assert "2 changed" in result.stderr
+    assert (tmp_path / "notes.txt").read_bytes() == notes
+    assert b'.to("neuron")' in (tmp_path / "train").read_bytes()
+    assert b'.to("neuron")' in (tmp_path / "run.cfg").read_bytes()

@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from ruamel.yaml import YAML
-from transformers import HfArgumentParser, TrainingArguments
-from trl import ModelConfig, ScriptArguments
 
 from migrate.cli import main
 from migrate.dispatch import migrate_file
@@ -113,10 +111,10 @@ def test_shell_without_suffix_is_recognised_by_its_shebang():
     assert migrate_file(source, "bin/launch").new == b"#!/usr/bin/env bash\nneuron-ls\n"
 
 
-def test_non_utf8_shell_script_is_an_error():
+def test_non_utf8_shell_script_is_skipped_with_the_line():
     result = migrate_file(b"echo ok\necho caf\xe9\n", "x.sh")
-    assert result.status == "error"
-    assert result.error.startswith("x.sh:2: cannot decode as UTF-8")
+    assert result.status == "skipped" and result.new is None
+    assert result.skip_reason == "cannot be decoded as utf-8 (line 2: invalid continuation byte)"
 
 
 def test_indented_install_is_not_commented_out_into_an_empty_block():
@@ -143,6 +141,10 @@ def test_anchored_values_shared_by_aliases_are_not_edited():
 
 
 def test_recipe_parse_yaml_file_rejects_the_old_keys_and_takes_the_migrated_ones():
+    pytest.importorskip("torch")  # transformers' TrainingArguments needs it
+    from transformers import HfArgumentParser, TrainingArguments
+    from trl import ModelConfig, ScriptArguments
+
     parser = HfArgumentParser((ScriptArguments, TrainingArguments, ModelConfig))
     with pytest.raises(ValueError, match="not used by the HfArgumentParser") as rejected:
         parser.parse_yaml_file(FIXTURES / "recipe_trainer_drift.yaml")
@@ -155,7 +157,7 @@ def test_recipe_parse_yaml_file_rejects_the_old_keys_and_takes_the_migrated_ones
 
 def test_migrated_qlora_recipe_parses_with_trl_on_neuron(neuron: object) -> None:
     """TRL's own parser takes the migrated QLoRA recipe on a Neuron device; the CUDA one it rejects."""
-    from trl import SFTConfig, TrlParser
+    from trl import ModelConfig, ScriptArguments, SFTConfig, TrlParser
 
     parser = TrlParser((ScriptArguments, SFTConfig, ModelConfig))
     with pytest.raises(ValueError):

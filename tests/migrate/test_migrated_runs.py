@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("torch", reason="runs migrated scripts on the simulator: needs torch")
+
 from fixture_runs import assert_adapter_trained_on_cpu, assert_trained_on_cpu, losses, run_script
+
+pytestmark = pytest.mark.slow  # each test trains or generates with a migrated script in a fresh process
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cuda"
 

@@ -19,9 +19,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="runs migrated scripts on the simulator: needs torch")
 
 from fixture_runs import assert_adapter_trained_on_cpu, assert_trained_on_cpu, losses, run_script
+
+pytestmark = pytest.mark.slow  # five migrated scripts run in fresh processes
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "optimum"
 NEW_TOKENS = 8
