@@ -50,6 +50,7 @@ the user's own files); see :mod:`neuroncompat.simulate.locations`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -101,6 +102,8 @@ def _warning(kind: str, entry: dict[str, Any], signatures: Sequence[Sequence[Ten
     return {
         "kind": kind,
         "where": _where(entry),
+        "site": entry["site"],
+        "user": entry["user"],
         "shapes": len(signatures),
         "findings": list(diagnosis.findings),
         "fixes": [{"id": fix.id, "message": fix.message} for fix in diagnosis.fixes],
@@ -151,7 +154,7 @@ def _rank(record: dict[str, Any], graph_cost: float, max_shapes: int) -> dict[st
         rejected = [g for g in group["graphs"] if g["rejected"]]
         if rejected:
             warnings.append({
-                "kind": "rejected", "where": _where(group), "shapes": len(rejected),
+                "kind": "rejected", "where": _where(group), "site": group["site"], "user": group["user"], "shapes": len(rejected),
                 "findings": [f"{len(rejected)} graph(s) with dynamic shapes: the Neuron backend rejects them"],
                 "fixes": [{"id": DYNAMIC_SHAPES.id, "message": DYNAMIC_SHAPES.message}],
             })
@@ -324,6 +327,12 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
 
 
 FINDING_TITLES = {"graph_break": "GRAPH BREAK", "data_dependent": "DATA-DEPENDENT SHAPE", "cpu_fallback": "CPU FALLBACK"}
+
+
+def split_location(location: str | None) -> tuple[str, int] | None:
+    """``(path, line)`` of a ``path:line (function)`` location, None for ``<unknown>`` and the like."""
+    match = re.match(r"^(?P<path>[^<].*?):(?P<line>\d+)(?: \(.*\))?$", location or "")
+    return (match["path"], int(match["line"])) if match else None
 
 
 def finding_place(finding: dict[str, Any]) -> str:
