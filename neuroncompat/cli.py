@@ -56,22 +56,25 @@ def run(argv: tuple[str, ...]) -> None:
 @click.option("--strict-kind", "strict_kinds", multiple=True, type=click.Choice(STRICT_KINDS), help="A kind --strict fails on (repeatable; implies --strict) [default: all].")
 @click.option("--cpu-fallback-op", "fallback_ops", multiple=True, metavar="aten::NAME", help="An operator your torch-neuronx release runs on the CPU (repeatable), added to the table.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, help="Write the report to this file instead of stdout.")
+@click.option("--also", "also", multiple=True, metavar="FORMAT=PATH", help="Also write the report in FORMAT to PATH (repeatable), e.g. --also markdown=report.md.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def simulate(
     cores: int | None, fmt: str, graph_cost: float | None, max_shapes: int | None, strict: bool | None,
-    strict_kinds: tuple[str, ...], fallback_ops: tuple[str, ...], output: str | None, command: tuple[str, ...],
+    strict_kinds: tuple[str, ...], fallback_ops: tuple[str, ...], output: str | None, also: tuple[str, ...],
+    command: tuple[str, ...],
 ) -> None:
+    renderers = {"text": report.render_text, "json": report.render_json, "markdown": simulate_markdown.render, "github": simulate_github.render}
+    extra: list[tuple[str, Path]] = []
+    for spec in also:
+        name, _, path = spec.partition("=")
+        if name not in renderers or not path:
+            raise click.BadParameter(f"{spec!r}: expected FORMAT=PATH with FORMAT one of {', '.join(renderers)}", param_hint="--also")
+        extra.append((name, Path(path)))
     try:
         configured = simulate_settings.load(Path.cwd())
     except simulate_settings.SettingsError as exc:
         raise click.UsageError(str(exc)) from exc
-    kinds: tuple[str, ...] = ()
-    if strict_kinds:
-        kinds = strict_kinds
-    elif strict is True:
-        kinds = configured.strict or STRICT_KINDS
-    elif strict is None:
-        kinds = configured.strict or ()
+    kinds = simulate_settings.strict_kinds(strict, strict_kinds, configured)
     ops = (*configured.cpu_fallback_ops, *fallback_ops)
     if ops:
         os.environ[FALLBACK_ENV] = ",".join(ops)  # read by the recorder in every simulated process
@@ -81,13 +84,14 @@ def simulate(
         raise click.UsageError(str(exc)) from exc
     cost = next((c for c in (graph_cost, configured.graph_cost) if c is not None), DEFAULT_GRAPH_COST)
     built = report.build(records, command, exit_code, cost, max_shapes or configured.max_shapes or DEFAULT_MAX_SHAPES, kinds)
-    render = {"json": report.render_json, "markdown": simulate_markdown.render, "github": simulate_github.render}.get(fmt, report.render_text)
-    text = render(built)
+    for name, path in extra:
+        path.write_text(renderers[name](built) + "\n")
+    text = renderers[fmt](built)
     if output is None:
         click.echo(text)
     else:
         Path(output).write_text(text + "\n")
-    raise SystemExit(report.exit_code(built))
+    raise SystemExit(built["simulate_exit_code"])
 
 
 if __name__ == "__main__":

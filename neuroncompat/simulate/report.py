@@ -1,46 +1,19 @@
 """The ``neuroncompat simulate`` report: per rank, what Neuron would compile and what it would cost.
 
 :func:`build` turns the per-process records (:mod:`neuroncompat.simulate.record`) into one
-JSON-ready dict; :func:`render_text` prints it for reading, :func:`render_json` for tools. Both
+JSON-ready dict; :func:`render_text` prints it for reading, :func:`render_json` for tools
+(:mod:`~neuroncompat.simulate.markdown` and :mod:`~neuroncompat.simulate.github` for CI). Both
 are deterministic for a deterministic script (no timings, no absolute paths under site-packages
 or the working directory).
 
-JSON schema (``"schema": "neuroncompat.simulate/1"``; fields are only ever added)::
-
-    {
-      "schema": "neuroncompat.simulate/1",
-      "command": [str],                 # the command as given after --
-      "exit_code": int,                 # the script's (the report does not change it)
-      "graph_cost_seconds": float,      # --graph-cost
-      "max_shapes": int,                # --max-shapes: a location with more is warned about
-      "estimated_compile_seconds": float,   # the slowest rank's (ranks compile in parallel)
-      "missing_ranks": [int],           # ranks of WORLD_SIZE that wrote no record (killed)
-      "ranks": [{
-        "rank": int, "pid": int, "world_size": int,
-        "compiled_graphs": int,         # distinct torch.compile graphs Neuron accepts
-        "rejected_graphs": int,         # distinct graphs with dynamic shapes: Neuron rejects them
-        "eager_shapes": int,            # distinct (module, input signature) run eagerly
-        "estimated_compile_seconds": float,  # (compiled_graphs + eager_shapes) * graph_cost_seconds
-        "compiled": [{                  # one per compiled function and call site
-          "code": str, "site": str, "user": str | null,
-          "graphs": [{"signature": str, "compile_id": str, "ops": int, "rejected": bool,
-                      "inputs": [{"shape": [int | str] | null, "dtype": str, "dynamic": bool}]}]
-        }],
-        "eager": [{                     # one per module class and call site, outermost calls only
-          "module": str, "site": str | null, "user": str | null, "calls": int,
-          "shapes": [{"inputs": [{"name": str, "shape": [int], "dtype": str}], "calls": int}],
-          "dropped_shapes": int         # calls with signatures beyond the recorder's bound
-        }],
-        "dropped_calls": int,           # eager calls from locations beyond the recorder's bound
-        "warnings": [{
-          "kind": "recompiles" | "eager_shapes" | "rejected",
-          "where": str,                 # the location, as in the text report
-          "shapes": int,                # distinct shapes (or rejected graphs) there
-          "findings": [str],            # what varies between the shapes
-          "fixes": [{"id": str, "message": str}]
-        }]
-      }]
-    }
+JSON schema: ``docs/simulate-report.schema.json`` (``"schema": "neuroncompat.simulate/1"``; fields
+are only ever added). Per rank: the compiled graphs grouped by compiled function and location,
+their inputs named as the user's code names them; the eager forward shapes per module and
+location; ``warnings`` where a location churns shapes (with the fixes from
+:mod:`~neuroncompat.simulate.advice`) or compiles graphs Neuron rejects; and ``findings``: graph
+breaks, data-dependent-shape ops and CPU-fallback ops per user line, each with its fix. At the
+top, ``strict``: the kinds ``--strict`` fails on (:data:`STRICT_KINDS`) and what it failed on;
+``exit_code`` is the script's, ``simulate_exit_code`` the command's (:func:`exit_code_of`).
 
 A location is the *site* (the innermost caller outside torch and neuroncompat, often library
 code such as ``transformers/generation/utils.py``) and the *user* line (the innermost caller in
@@ -201,7 +174,7 @@ def _violations(ranks: list[dict[str, Any]], kinds: Sequence[str]) -> list[dict[
     return out
 
 
-def exit_code(report: dict[str, Any]) -> int:
+def exit_code_of(report: dict[str, Any]) -> int:
     """The exit status of ``neuroncompat simulate``: the script's when it failed (it wins), else
     :data:`STRICT_EXIT_CODE` when ``--strict`` found a selected kind, else 0."""
     if report["exit_code"] != 0:
@@ -225,7 +198,7 @@ def build(
     ranks = [_rank(record, graph_cost, max_shapes) for record in records]
     world = max((r["world_size"] for r in records), default=0)
     seen = {r["rank"] for r in records}
-    return {
+    built = {
         "schema": SCHEMA,
         "command": list(command),
         "exit_code": exit_code,
@@ -236,6 +209,8 @@ def build(
         "strict": {"kinds": [k for k in STRICT_KINDS if k in strict], "violations": _violations(ranks, strict)},
         "ranks": ranks,
     }
+    built["simulate_exit_code"] = exit_code_of(built)
+    return built
 
 
 def render_json(report: dict[str, Any]) -> str:

@@ -117,3 +117,15 @@ def load(start: Path) -> Settings:
         strict=strict, max_shapes=max_shapes, graph_cost=None if graph_cost is None else float(graph_cost),
         cpu_fallback_ops=tuple(ops), source=path,
     )
+
+
+def strict_kinds(flag: bool | None, chosen: tuple[str, ...], configured: Settings) -> tuple[str, ...]:
+    """The kinds to fail on: ``--strict-kind``s when given; else every kind for ``--strict`` (or the
+    table's kinds when it lists some); nothing for ``--no-strict``; the table's setting otherwise."""
+    if chosen:
+        return chosen
+    if flag is True:
+        return configured.strict or STRICT_KINDS
+    if flag is False:
+        return ()
+    return configured.strict or ()

@@ -95,6 +95,7 @@ def _spec(value: Any, name: str | None = None, parameter: bool = False) -> Input
 _SOURCE_ROOT = re.compile(r"\b[LG]\['([^']+)'\]")
 _SOURCE_MEMBER = re.compile(r"\._(?:modules|parameters|buffers)\['([^']+)'\]")
 _SOURCE_KEY = re.compile(r"\['([^']+)'\]")
+_KWARG = re.compile(r"^kwargs\[([^\]]+)\]")  # a keyword argument: input_ids, not kwargs[input_ids]
 
 
 def _source_name(node: torch.fx.Node) -> tuple[str | None, bool]:
@@ -106,7 +107,7 @@ def _source_name(node: torch.fx.Node) -> tuple[str | None, bool]:
         return node.name, False
     parameter = "._parameters[" in raw or "._buffers[" in raw or isinstance(getattr(grapharg, "example", None), torch.nn.Parameter)
     name = _SOURCE_KEY.sub(r"[\1]", _SOURCE_MEMBER.sub(r".\1", _SOURCE_ROOT.sub(r"\1", raw)))
-    return name, parameter
+    return _KWARG.sub(r"\1", name), parameter
 
 
 def _input_specs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[InputSpec, ...]:
