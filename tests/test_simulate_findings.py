@@ -154,7 +154,7 @@ def test_graph_inputs_are_named_and_parameters_summarised(neuron: object) -> Non
     }
     text = report.render_text(built)
     assert "input_ids float32[2,4]" in text and "attention_mask float32[2,4] (+2 parameters/buffers)" in text
-    jsonschema.validate(built, SCHEMA)
+    jsonschema.validate(json.loads(report.render_json(built)), SCHEMA)
 
 
 def test_a_masked_assignment_inside_a_compiled_graph_is_reported_at_its_line(neuron: object) -> None:

@@ -127,20 +127,34 @@ def _pass_through(code: CodeType) -> bool:
     return code.co_flags & flags == flags and is_library(code.co_filename)
 
 
-def _compiled_code() -> str:
-    """The function Dynamo was compiling, ``file:line (qualified name)``: the outermost traced
-    function that is neither torch's nor the simulator's, looking through decorator wrappers."""
+def _describe_code(code: CodeType) -> str:
+    name = getattr(code, "co_qualname", code.co_name)
+    resumed = _RESUME.search(name)
+    if resumed:
+        name = f"{resumed['name']}, after the graph break at line {resumed['line']}"
+    return f"{code.co_filename}:{code.co_firstlineno} ({name})"
+
+
+def _compiled_code(gm: torch.fx.GraphModule) -> str:
+    """The function Dynamo was compiling, ``file:line (qualified name)``: the outermost function of
+    the graph's source stack that is neither torch's nor the simulator's, looking through decorator
+    wrappers; else the first such function Dynamo traced."""
     from torch._guards import TracingContext
+
+    from neuroncompat.simulate.locations import frames_in
 
     context = TracingContext.try_get()
     codes = getattr(context, "traced_code", None) if context is not None else None
     candidates = [code for code in codes or () if not any(part in code.co_filename for part in _INTERNAL)]
+    trace = next((n.meta["stack_trace"] for n in gm.graph.nodes if n.meta.get("stack_trace")), "")
+    for filename, line, function in frames_in(trace):  # outermost first
+        # the traced function of that name whose body holds the line: the nearest def above it
+        matches = [c for c in candidates if c.co_filename == filename and c.co_name == function and c.co_firstlineno <= line]
+        code = max(matches, key=lambda c: c.co_firstlineno, default=None)
+        if code is not None and not _pass_through(code):
+            return _describe_code(code)
     for code in [c for c in candidates if not _pass_through(c)] or candidates:
-        name = getattr(code, "co_qualname", code.co_name)
-        resumed = _RESUME.search(name)
-        if resumed:
-            name = f"{resumed['name']}, after the graph break at line {resumed['line']}"
-        return f"{code.co_filename}:{code.co_firstlineno} ({name})"
+        return _describe_code(code)
     return "<unknown>"
 
 
@@ -166,7 +180,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Calla
     record = CompiledGraph(
         signature=digest.hexdigest()[:12],
         inputs=inputs,
-        code=_compiled_code(),
+        code=_compiled_code(gm),
         trigger=_trigger(),
         compile_id=str(CompileContext.current_compile_id()),
         ops=sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")),
