@@ -49,26 +49,52 @@ def run(argv: tuple[str, ...]) -> None:
     ),
 )
 @click.option("--cores", type=click.IntRange(min=1), default=None, help="Simulated NeuronCores [default: 2, or one per local process].")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown", "github"]), default="text", show_default=True, help="Report format (markdown: a PR comment; github: Actions annotations).")
-@click.option("--graph-cost", type=click.FloatRange(min=0), default=None, help=f"Seconds one Neuron compilation takes on hardware [default: {DEFAULT_GRAPH_COST:g}].")
-@click.option("--max-shapes", type=click.IntRange(min=1), default=None, help=f"Warn about a location that compiles more shapes than this [default: {DEFAULT_MAX_SHAPES}].")
-@click.option("--strict/--no-strict", default=None, help=f"Exit {STRICT_EXIT_CODE} when the script succeeds but a finding of a strict kind occurs [default: off, or pyproject's strict].")
-@click.option("--strict-kind", "strict_kinds", multiple=True, type=click.Choice(STRICT_KINDS), help="A kind --strict fails on (repeatable; implies --strict) [default: all].")
-@click.option("--cpu-fallback-op", "fallback_ops", multiple=True, metavar="aten::NAME", help="An operator your torch-neuronx release runs on the CPU (repeatable), added to the table.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "markdown", "github"]), default="text", show_default=True,
+    help="Report format (markdown: a PR comment; github: Actions annotations).",
+)
+@click.option(
+    "--graph-cost", type=click.FloatRange(min=0), default=None,
+    help=f"Seconds one Neuron compilation takes on hardware [default: {DEFAULT_GRAPH_COST:g}].",
+)
+@click.option(
+    "--max-shapes", type=click.IntRange(min=1), default=None,
+    help=f"Warn about a location that compiles more shapes than this [default: {DEFAULT_MAX_SHAPES}].",
+)
+@click.option(
+    "--strict/--no-strict", default=None,
+    help=f"Exit {STRICT_EXIT_CODE} when the script succeeds but a finding of a strict kind occurs "
+    "[default: off, or pyproject's strict].",
+)
+@click.option(
+    "--strict-kind", "strict_kinds", multiple=True, type=click.Choice(STRICT_KINDS),
+    help="A kind --strict fails on (repeatable; implies --strict) [default: all].",
+)
+@click.option(
+    "--cpu-fallback-op", "fallback_ops", multiple=True, metavar="aten::NAME",
+    help="An operator your torch-neuronx release runs on the CPU (repeatable), added to the table.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, help="Write the report to this file instead of stdout.")
-@click.option("--also", "also", multiple=True, metavar="FORMAT=PATH", help="Also write the report in FORMAT to PATH (repeatable), e.g. --also markdown=report.md.")
+@click.option(
+    "--also", "also", multiple=True, metavar="FORMAT=PATH",
+    help="Also write the report in FORMAT to PATH (repeatable), e.g. --also markdown=report.md.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def simulate(
     cores: int | None, fmt: str, graph_cost: float | None, max_shapes: int | None, strict: bool | None,
     strict_kinds: tuple[str, ...], fallback_ops: tuple[str, ...], output: str | None, also: tuple[str, ...],
     command: tuple[str, ...],
 ) -> None:
-    renderers = {"text": report.render_text, "json": report.render_json, "markdown": simulate_markdown.render, "github": simulate_github.render}
+    renderers = {
+        "text": report.render_text, "json": report.render_json,
+        "markdown": simulate_markdown.render, "github": simulate_github.render,
+    }
     extra: list[tuple[str, Path]] = []
     for spec in also:
         name, _, path = spec.partition("=")
         if name not in renderers or not path:
-            raise click.BadParameter(f"{spec!r}: expected FORMAT=PATH with FORMAT one of {', '.join(renderers)}", param_hint="--also")
+            expected = f"expected FORMAT=PATH with FORMAT one of {', '.join(renderers)}"
+            raise click.BadParameter(f"{spec!r}: {expected}", param_hint="--also")
         extra.append((name, Path(path)))
     try:
         configured = simulate_settings.load(Path.cwd())
@@ -83,7 +109,8 @@ def simulate(
     except simulation.UnsupportedCommand as exc:
         raise click.UsageError(str(exc)) from exc
     cost = next((c for c in (graph_cost, configured.graph_cost) if c is not None), DEFAULT_GRAPH_COST)
-    built = report.build(records, command, exit_code, cost, max_shapes or configured.max_shapes or DEFAULT_MAX_SHAPES, kinds)
+    shapes = max_shapes or configured.max_shapes or DEFAULT_MAX_SHAPES
+    built = report.build(records, command, exit_code, cost, shapes, kinds)
     for name, path in extra:
         path.write_text(renderers[name](built) + "\n")
     text = renderers[fmt](built)

@@ -45,15 +45,19 @@ def render(report: dict[str, Any]) -> str:
     strict = set(report["strict"]["kinds"])
     out = []
     if report["exit_code"] != 0:
-        out.append(_command("error", None, "script failed", f"{' '.join(report['command'])} exited with {report['exit_code']}"))
+        message = f"{' '.join(report['command'])} exited with {report['exit_code']}"
+        out.append(_command("error", None, "script failed", message))
     for rank in report["ranks"]:
         for warning in rank["warnings"]:
             kind = "rejected" if warning["kind"] == "rejected" else "shape_churn"
-            message = f"rank {rank['rank']}: {warning['shapes']} at {warning['where']}. " + " ".join(warning["findings"])
+            message = f"rank {rank['rank']}: {warning['shapes']} at {warning['where']}. "
+            message += " ".join(warning["findings"])
             message += "".join(f"\nfix: {fix['message']}" for fix in warning["fixes"])
-            out.append(_command("error" if kind in strict else "warning", warning["user"] or warning["site"], _TITLE[warning["kind"]], message))
+            level = "error" if kind in strict else "warning"
+            out.append(_command(level, warning["user"] or warning["site"], _TITLE[warning["kind"]], message))
         for finding in rank["findings"]:
-            message = f"rank {rank['rank']}: {finding['description']} (x{finding['count']})\nfix: {finding['fix']['message']}"
+            message = f"rank {rank['rank']}: {finding['description']} (x{finding['count']})"
+            message += f"\nfix: {finding['fix']['message']}"
             if finding["references"]:
                 message += "\nsee " + " ".join(finding["references"])
             level = "error" if finding["kind"] in strict else "warning"

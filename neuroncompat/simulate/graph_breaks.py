@@ -89,7 +89,10 @@ def install(listener: Listener) -> Callable[[], None]:
 
         original = InstructionTranslatorBase.log_graph_break
     except (ImportError, AttributeError):
-        logger.warning("neuroncompat simulate: this torch has no InstructionTranslatorBase.log_graph_break; graph breaks are not reported")
+        logger.warning(
+            "neuroncompat simulate: this torch has no InstructionTranslatorBase.log_graph_break; "
+            "graph breaks are not reported"
+        )
         return lambda: None
 
     def log_graph_break(self: Any, code_options: Any, reason: str, exc: Any) -> None:

@@ -30,7 +30,8 @@ def _status(report: dict[str, Any]) -> str:
     status = "the script finished" if code == 0 else f"**the script FAILED** (exit code {code})"
     strict = report["strict"]
     if strict["kinds"]:
-        status += f"; strict: **FAILED** ({len(strict['violations'])} finding(s))" if strict["violations"] else "; strict: passed"
+        failed = f"; strict: **FAILED** ({len(strict['violations'])} finding(s))"
+        status += failed if strict["violations"] else "; strict: passed"
     return status
 
 
@@ -47,7 +48,8 @@ def render(report: dict[str, Any]) -> str:
         out.append("\nNothing ran on the neuron device.\n")
         return "".join(out)
     out.append(
-        "\n| rank | compiled graphs | rejected | eager shapes | est. compile | graph breaks | data-dependent ops | CPU fallbacks |\n"
+        "\n| rank | compiled graphs | rejected | eager shapes | est. compile | graph breaks | data-dependent ops "
+        "| CPU fallbacks |\n"
         "|---|---|---|---|---|---|---|---|\n"
     )
     for rank in ranks:
@@ -57,7 +59,8 @@ def render(report: dict[str, Any]) -> str:
             f"{rank['data_dependent_ops']} | {rank['cpu_fallback_ops']} |\n"
         )
     if report["missing_ranks"]:
-        out.append(f"\nNo record from rank(s) {', '.join(map(str, report['missing_ranks']))}: killed before they could write one.\n")
+        missing = ", ".join(map(str, report["missing_ranks"]))
+        out.append(f"\nNo record from rank(s) {missing}: killed before they could write one.\n")
     findings = [(rank["rank"], f) for rank in ranks for f in rank["findings"]]
     if findings:
         out.append("\n### Findings\n\n| rank | kind | where | what | times | fix |\n|---|---|---|---|---|---|\n")
@@ -77,7 +80,8 @@ def render(report: dict[str, Any]) -> str:
     if warnings:
         out.append("\n### Recompilations\n\n")
         for rank, warning in warnings[:ROWS]:
-            out.append(f"- rank {rank}: **{warning['shapes']} {warning['kind'].replace('_', ' ')}** at {_code(warning['where'])}\n")
+            what = f"{warning['shapes']} {warning['kind'].replace('_', ' ')}"
+            out.append(f"- rank {rank}: **{what}** at {_code(warning['where'])}\n")
             out.extend(f"  - {_cell(finding)}\n" for finding in warning["findings"])
             out.extend(f"  - fix: {_cell(fix['message'])}\n" for fix in warning["fixes"])
     violations = report["strict"]["violations"]

@@ -19,10 +19,10 @@ data-dependent-shape ops and TorchNeuron CPU-fallback ops run on the device, eag
 (:mod:`~neuroncompat.simulate.op_findings`).
 
 Bounded: at most :data:`MAX_TENSORS` tensors per signature, :data:`MAX_SHAPES` signatures per call
-site, :data:`MAX_SITES` call sites and :data:`MAX_FINDINGS` findings; beyond that only counts grow. ``neuroncompat simulate`` turns
-this on with ``NEURONCOMPAT_SIMULATE_RECORD=<dir>``; each process writes ``rank<RANK>-<pid>.json``
-there at exit (also on an uncaught exception, and on the SIGTERM with which torchrun stops the
-other ranks when one fails).
+site, :data:`MAX_SITES` call sites and :data:`MAX_FINDINGS` findings; beyond that only counts grow.
+``neuroncompat simulate`` turns this on with ``NEURONCOMPAT_SIMULATE_RECORD=<dir>``; each process
+writes ``rank<RANK>-<pid>.json`` there at exit (also on an uncaught exception, and on the SIGTERM
+with which torchrun stops the other ranks when one fails).
 """
 
 from __future__ import annotations
@@ -181,7 +181,9 @@ class Recorder:
         with self._lock:
             self._graphs.append((graph, user_at))
 
-    def _finding(self, kind: str, what: str, site_at: str | None, user_at: str | None, graph: str | None = None) -> None:
+    def _finding(
+        self, kind: str, what: str, site_at: str | None, user_at: str | None, graph: str | None = None
+    ) -> None:
         key = (kind, what, site_at, user_at, graph)
         with self._lock:
             if key in self._findings:

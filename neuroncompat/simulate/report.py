@@ -127,7 +127,8 @@ def _rank(record: dict[str, Any], graph_cost: float, max_shapes: int) -> dict[st
         rejected = [g for g in group["graphs"] if g["rejected"]]
         if rejected:
             warnings.append({
-                "kind": "rejected", "where": _where(group), "site": group["site"], "user": group["user"], "shapes": len(rejected),
+                "kind": "rejected", "where": _where(group), "site": group["site"], "user": group["user"],
+                "shapes": len(rejected),
                 "findings": [f"{len(rejected)} graph(s) with dynamic shapes: the Neuron backend rejects them"],
                 "fixes": [{"id": DYNAMIC_SHAPES.id, "message": DYNAMIC_SHAPES.message}],
             })
@@ -167,10 +168,12 @@ def _violations(ranks: list[dict[str, Any]], kinds: Sequence[str]) -> list[dict[
         for warning in rank["warnings"]:
             kind = "rejected" if warning["kind"] == "rejected" else "shape_churn"
             if kind in kinds:
-                out.append({"rank": rank["rank"], "kind": kind, "where": warning["where"], "what": f"{warning['shapes']} {warning['kind']}"})
+                what = f"{warning['shapes']} {warning['kind']}"
+                out.append({"rank": rank["rank"], "kind": kind, "where": warning["where"], "what": what})
         for finding in rank["findings"]:
             if finding["kind"] in kinds:
-                out.append({"rank": rank["rank"], "kind": finding["kind"], "where": finding["where"], "what": finding["description"]})
+                what = finding["description"]
+                out.append({"rank": rank["rank"], "kind": finding["kind"], "where": finding["where"], "what": what})
     return out
 
 
@@ -292,16 +295,22 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
         lines.extend(f"    {finding}" for finding in warning["findings"])
         lines.extend(f"    fix: {fix['message']}" for fix in warning["fixes"])
     for finding in rank["findings"]:
-        lines.append(f"  {FINDING_TITLES[finding['kind']]} at {finding_place(finding)}: {finding['description']} (x{finding['count']})")
+        title = FINDING_TITLES[finding["kind"]]
+        lines.append(f"  {title} at {finding_place(finding)}: {finding['description']} (x{finding['count']})")
         lines.append(f"    fix: {finding['fix']['message']}")
         if finding["kind"] == "data_dependent":
-            lines.append(f"    risk: a data-dependent shape can compile on trn2 and return wrong values with no error ({op_findings.WRONG_VALUES})")
+            lines.append(
+                "    risk: a data-dependent shape can compile on trn2 and return wrong values with no error "
+                f"({op_findings.WRONG_VALUES})"
+            )
     if rank.get("dropped_findings"):
         lines.append(f"  (+{rank['dropped_findings']} finding(s) at further locations, not recorded)")
     return lines
 
 
-FINDING_TITLES = {"graph_break": "GRAPH BREAK", "data_dependent": "DATA-DEPENDENT SHAPE", "cpu_fallback": "CPU FALLBACK"}
+FINDING_TITLES = {
+    "graph_break": "GRAPH BREAK", "data_dependent": "DATA-DEPENDENT SHAPE", "cpu_fallback": "CPU FALLBACK",
+}
 
 
 def split_location(location: str | None) -> tuple[str, int] | None:

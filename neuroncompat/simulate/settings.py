@@ -108,7 +108,8 @@ def load(start: Path) -> Settings:
     if max_shapes is not None and (not isinstance(max_shapes, int) or isinstance(max_shapes, bool) or max_shapes < 1):
         raise _error(path, text, "max-shapes", "expected an integer >= 1")
     graph_cost = table.get("graph-cost")
-    if graph_cost is not None and (not isinstance(graph_cost, (int, float)) or isinstance(graph_cost, bool) or graph_cost < 0):
+    number = isinstance(graph_cost, (int, float)) and not isinstance(graph_cost, bool)
+    if graph_cost is not None and (not number or graph_cost < 0):
         raise _error(path, text, "graph-cost", "expected a number of seconds >= 0")
     ops = table.get("cpu-fallback-ops", [])
     if not isinstance(ops, list) or not all(isinstance(op, str) and op.startswith("aten::") for op in ops):

@@ -105,7 +105,8 @@ def _source_name(node: torch.fx.Node) -> tuple[str | None, bool]:
     raw = source.name if isinstance(getattr(source, "name", None), str) else None
     if raw is None:
         return node.name, False
-    parameter = "._parameters[" in raw or "._buffers[" in raw or isinstance(getattr(grapharg, "example", None), torch.nn.Parameter)
+    example = getattr(grapharg, "example", None)
+    parameter = "._parameters[" in raw or "._buffers[" in raw or isinstance(example, torch.nn.Parameter)
     name = _SOURCE_KEY.sub(r"[\1]", _SOURCE_MEMBER.sub(r".\1", _SOURCE_ROOT.sub(r"\1", raw)))
     return _KWARG.sub(r"\1", name), parameter
 
@@ -149,7 +150,9 @@ def _compiled_code(gm: torch.fx.GraphModule) -> str:
     trace = next((n.meta["stack_trace"] for n in gm.graph.nodes if n.meta.get("stack_trace")), "")
     for filename, line, function in frames_in(trace):  # outermost first
         # the traced function of that name whose body holds the line: the nearest def above it
-        matches = [c for c in candidates if c.co_filename == filename and c.co_name == function and c.co_firstlineno <= line]
+        matches = [
+            c for c in candidates if c.co_filename == filename and c.co_name == function and c.co_firstlineno <= line
+        ]
         code = max(matches, key=lambda c: c.co_firstlineno, default=None)
         if code is not None and not _pass_through(code):
             return _describe_code(code)
