@@ -107,7 +107,8 @@ def test_torchrun_two_ranks_get_a_report_each(tmp_path: Path, tiny_qwen: Path) -
         (group,) = rank["compiled"]
         assert group["site"].startswith("transformers/generation/utils.py:") and group["user"] == "generate.py:12 (<module>)"
         # named by the model's forward, not by the decorator wrapping it in transformers
-        assert group["code"].startswith("transformers/models/qwen3/modeling_qwen3.py:") and group["code"].endswith("(Qwen3ForCausalLM.forward)")
+        code = group["code"]
+        assert code.startswith("transformers/models/qwen3/modeling_qwen3.py:") and code.endswith("(Qwen3ForCausalLM.forward)")
         (graph,) = group["graphs"]
         expected = {"shape": [batch, 1], "dtype": "int64", "dynamic": False, "name": "input_ids", "parameter": False}
         assert graph["inputs"][0] == expected and not graph["rejected"]

@@ -17,6 +17,7 @@ from helpers import run_python
 from neuroncompat.simulate import github, markdown, report, settings
 from neuroncompat.simulate.record import Recorder
 
+Run = tuple[int, str, dict[str, Any]]  # exit code, console output, JSON report
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "simulate-report.schema.json").read_text())
 
 # Each line the report must name ends with a marker comment.
@@ -70,17 +71,19 @@ def _simulate(*args: str, cwd: Path) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def strict_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict[str, Any]]:
+def strict_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """The findings script under strict settings from pyproject.toml, with the JSON report."""
     project = tmp_path_factory.mktemp("project")
     (project / "pyproject.toml").write_text(PYPROJECT)
     (project / "train.py").write_text(FINDINGS_SCRIPT)
-    code, out, err = _simulate("simulate", "--format", "json", "-o", "report.json", "--", sys.executable, "train.py", cwd=project)
+    code, out, err = _simulate(
+        "simulate", "--format", "json", "-o", "report.json", "--", sys.executable, "train.py", cwd=project
+    )
     return code, out + err, json.loads((project / "report.json").read_text())
 
 
 @pytest.mark.slow
-def test_each_finding_is_reported_at_the_users_line_with_its_fix(strict_run: tuple[int, str, dict[str, Any]]) -> None:
+def test_each_finding_is_reported_at_the_users_line_with_its_fix(strict_run: Run) -> None:
     _, _, built = strict_run
     (rank,) = built["ranks"]
     found = {(f["kind"], f["where"]): f for f in rank["findings"]}
@@ -100,7 +103,7 @@ def test_each_finding_is_reported_at_the_users_line_with_its_fix(strict_run: tup
 
 
 @pytest.mark.slow
-def test_strict_from_pyproject_fails_the_run_and_the_json_validates(strict_run: tuple[int, str, dict[str, Any]]) -> None:
+def test_strict_from_pyproject_fails_the_run_and_the_json_validates(strict_run: Run) -> None:
     code, output, built = strict_run
     assert code == report.STRICT_EXIT_CODE == built["simulate_exit_code"]
     assert built["exit_code"] == 0 and "inside the compiled step" in output and "script done" in output
@@ -119,19 +122,25 @@ def test_strict_passes_a_clean_script(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_scripts_own_failure_wins_over_strict(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(FINDINGS_SCRIPT)
-    code, out, err = _simulate("simulate", "--strict-kind", "data_dependent", "--", sys.executable, "train.py", "3", cwd=tmp_path)
+    code, out, err = _simulate(
+        "simulate", "--strict-kind", "data_dependent", "--", sys.executable, "train.py", "3", cwd=tmp_path
+    )
     assert code == 3, out + err
-    assert "strict (data_dependent): FAILED: 2 finding(s) of kind data_dependent (the script's exit code 3 is kept)" in out
+    verdict = "strict (data_dependent): FAILED: 2 finding(s) of kind data_dependent (the script's exit code 3 is kept)"
+    assert verdict in out
     assert f"  DATA-DEPENDENT SHAPE at train.py:{_line('NONZERO')} (<module>): nonzero [aten::nonzero] (x1)" in out
 
 
-def test_ci_formats_place_findings_on_the_users_lines(strict_run: tuple[int, str, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ci_formats_place_findings_on_the_users_lines(
+    strict_run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, _, built = strict_run
     (tmp_path / "train.py").write_text(FINDINGS_SCRIPT)
     monkeypatch.chdir(tmp_path)  # annotations name files that exist relative to the working directory
     annotations = github.render(built).splitlines()
     assert len(annotations) == 4 and all(a.startswith("::error file=train.py,line=") for a in annotations)
-    assert any(a.startswith(f"::error file=train.py,line={_line('MASKED')},title=neuroncompat simulate%3A data-dependent shape::") for a in annotations)
+    masked = f"::error file=train.py,line={_line('MASKED')},title=neuroncompat simulate%3A data-dependent shape::"
+    assert any(a.startswith(masked) for a in annotations)
     comment = markdown.render(built)
     assert comment.startswith(markdown.MARKER) and "strict: **FAILED** (4 finding(s))" in comment
     assert f"| 0 | CPU fallback | `train.py:{_line('FALLBACK')} (<module>)` |" in comment
@@ -182,19 +191,21 @@ def test_a_masked_assignment_inside_a_compiled_graph_is_reported_at_its_line(neu
     [
         ("strict = [\"graph_break\", \"typo\"]", ":6: [tool.neuroncompat.simulate] strict: unknown kind(s) typo"),
         ("max-shapes = 0", ":6: [tool.neuroncompat.simulate] max-shapes: expected an integer >= 1"),
-        ("cpu-fallback-ops = [\"cumsum\"]", ":6: [tool.neuroncompat.simulate] cpu-fallback-ops: expected a list of ATen operator names"),
+        ('cpu-fallback-ops = ["cumsum"]', ":6: [tool.neuroncompat.simulate] cpu-fallback-ops: expected a list of ATen"),
         ("colour = 1", ":6: [tool.neuroncompat.simulate] colour: unknown key"),
     ],
 )
 def test_a_malformed_settings_table_names_the_file_line_and_key(tmp_path: Path, table: str, message: str) -> None:
-    (tmp_path / "pyproject.toml").write_text(f"[project]\nname = 'x'\n\n[tool.neuroncompat.simulate]\ngraph-cost = 90\n{table}\n")
+    table = f"[project]\nname = 'x'\n\n[tool.neuroncompat.simulate]\ngraph-cost = 90\n{table}\n"
+    (tmp_path / "pyproject.toml").write_text(table)
     with pytest.raises(settings.SettingsError) as raised:
         settings.load(tmp_path)
     assert str(raised.value).startswith(str(tmp_path / "pyproject.toml") + message)
 
 
 def test_settings_are_read_from_the_nearest_pyproject(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text(PYPROJECT.replace("strict = true", 'strict = ["rejected"]\nmax-shapes = 8'))
+    configured = PYPROJECT.replace("strict = true", 'strict = ["rejected"]\nmax-shapes = 8')
+    (tmp_path / "pyproject.toml").write_text(configured)
     (tmp_path / "src").mkdir()
     loaded = settings.load(tmp_path / "src")
     assert (loaded.strict, loaded.max_shapes, loaded.cpu_fallback_ops) == (("rejected",), 8, ("aten::cumsum",))
