@@ -41,8 +41,8 @@ def render(report: dict[str, Any]) -> str:
         MARKER + "\n",
         "## neuroncompat simulate\n\n",
         f"{_code(' '.join(report['command']))}: {_status(report)}; about "
-        f"**{simulate_report._duration(report['estimated_compile_seconds'])}** of Neuron compilation "
-        f"({simulate_report._duration(report['graph_cost_seconds'])} a graph).\n",
+        f"**{simulate_report.duration(report['estimated_compile_seconds'])}** of Neuron compilation "
+        f"({simulate_report.duration(report['graph_cost_seconds'])} a graph).\n",
     ]
     if not ranks:
         out.append("\nNothing ran on the neuron device.\n")
@@ -55,7 +55,7 @@ def render(report: dict[str, Any]) -> str:
     for rank in ranks:
         out.append(
             f"| {rank['rank']} | {rank['compiled_graphs']} | {rank['rejected_graphs']} | {rank['eager_shapes']} | "
-            f"{simulate_report._duration(rank['estimated_compile_seconds'])} | {rank['graph_breaks']} | "
+            f"{simulate_report.duration(rank['estimated_compile_seconds'])} | {rank['graph_breaks']} | "
             f"{rank['data_dependent_ops']} | {rank['cpu_fallback_ops']} |\n"
         )
     if report["missing_ranks"]:

@@ -221,7 +221,8 @@ def render_json(report: dict[str, Any]) -> str:
 
 
 # -- text -------------------------------------------------------------------------------------
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """Seconds as the report prints them: ``45 s``, ``9 min``, ``2 h 05 min``."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)
@@ -258,7 +259,7 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
     cost = report["graph_cost_seconds"]
     summary = (
         f"{label}: {rank['compiled_graphs']} compiled graph(s), {rank['eager_shapes']} eager forward shape(s)"
-        f" -> about {_duration(rank['estimated_compile_seconds'])} of Neuron compilation at {_duration(cost)} each"
+        f" -> about {duration(rank['estimated_compile_seconds'])} of Neuron compilation at {duration(cost)} each"
     )
     if rank["rejected_graphs"]:
         summary += f"; {rank['rejected_graphs']} graph(s) Neuron would REJECT (dynamic shapes)"
@@ -328,14 +329,14 @@ def finding_place(finding: dict[str, Any]) -> str:
 
 
 def render_text(report: dict[str, Any]) -> str:
-    cost = _duration(report["graph_cost_seconds"])
+    cost = duration(report["graph_cost_seconds"])
     lines = [f"neuroncompat simulate: {' '.join(report['command'])}"]
     if report["exit_code"] == 0:
         lines.append("the script finished (exit code 0)")
     else:
         lines.append(f"the script FAILED with exit code {report['exit_code']}: the counts cover what ran before it stopped")
     lines.append(
-        f"estimated Neuron compilation: about {_duration(report['estimated_compile_seconds'])} "
+        f"estimated Neuron compilation: about {duration(report['estimated_compile_seconds'])} "
         f"(distinct graphs x {cost}, --graph-cost; ranks compile in parallel)"
     )
     if not report["ranks"]:
