@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -9,9 +10,13 @@ import click
 import neuroncompat
 from neuroncompat import doctor as doctor_report
 from neuroncompat.runner import main as run_script
+from neuroncompat.simulate import github as simulate_github
 from neuroncompat.simulate import launch as simulation
+from neuroncompat.simulate import markdown as simulate_markdown
 from neuroncompat.simulate import report
-from neuroncompat.simulate.report import DEFAULT_GRAPH_COST, DEFAULT_MAX_SHAPES
+from neuroncompat.simulate import settings as simulate_settings
+from neuroncompat.simulate.op_findings import FALLBACK_ENV
+from neuroncompat.simulate.report import DEFAULT_GRAPH_COST, DEFAULT_MAX_SHAPES, STRICT_EXIT_CODE, STRICT_KINDS
 
 
 @click.group(
@@ -40,28 +45,83 @@ def run(argv: tuple[str, ...]) -> None:
     help=(
         "Dry-run COMMAND (python|torchrun|accelerate launch SCRIPT ARGS...) on the simulated Neuron device with the "
         "shim, then report per rank the graphs Neuron would compile, where each recompile came from, the compile "
-        "time they would cost on hardware, and the fix for a location that compiles many shapes. Exits with the "
-        "script's exit code; the report is printed even when the script fails."
+        "time they would cost on hardware, graph breaks, data-dependent-shape ops and CPU-fallback ops at your lines, "
+        "and the fix for each. Exits with the script's exit code when it fails (the report is printed anyway), "
+        f"else {STRICT_EXIT_CODE} when --strict finds a selected kind, else 0. Defaults come from "
+        "[tool.neuroncompat.simulate] in pyproject.toml."
     ),
 )
 @click.option("--cores", type=click.IntRange(min=1), default=None, help="Simulated NeuronCores [default: 2, or one per local process].")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Report format.")
-@click.option("--graph-cost", type=click.FloatRange(min=0), default=DEFAULT_GRAPH_COST, show_default=True, help="Seconds one Neuron compilation takes on hardware.")
-@click.option("--max-shapes", type=click.IntRange(min=1), default=DEFAULT_MAX_SHAPES, show_default=True, help="Warn about a location that compiles more shapes than this.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "markdown", "github"]), default="text", show_default=True,
+    help="Report format (markdown: a PR comment; github: Actions annotations).",
+)
+@click.option(
+    "--graph-cost", type=click.FloatRange(min=0), default=None,
+    help=f"Seconds one Neuron compilation takes on hardware [default: {DEFAULT_GRAPH_COST:g}].",
+)
+@click.option(
+    "--max-shapes", type=click.IntRange(min=1), default=None,
+    help=f"Warn about a location that compiles more shapes than this [default: {DEFAULT_MAX_SHAPES}].",
+)
+@click.option(
+    "--strict/--no-strict", default=None,
+    help=f"Exit {STRICT_EXIT_CODE} when the script succeeds but a finding of a strict kind occurs "
+    "[default: off, or pyproject's strict].",
+)
+@click.option(
+    "--strict-kind", "strict_kinds", multiple=True, type=click.Choice(STRICT_KINDS),
+    help="A kind --strict fails on (repeatable; implies --strict) [default: all].",
+)
+@click.option(
+    "--cpu-fallback-op", "fallback_ops", multiple=True, metavar="aten::NAME",
+    help="An operator your torch-neuronx release runs on the CPU (repeatable), added to the table.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, help="Write the report to this file instead of stdout.")
+@click.option(
+    "--also", "also", multiple=True, metavar="FORMAT=PATH",
+    help="Also write the report in FORMAT to PATH (repeatable), e.g. --also markdown=report.md.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def simulate(cores: int | None, fmt: str, graph_cost: float, max_shapes: int, output: str | None, command: tuple[str, ...]) -> None:
+def simulate(
+    cores: int | None, fmt: str, graph_cost: float | None, max_shapes: int | None, strict: bool | None,
+    strict_kinds: tuple[str, ...], fallback_ops: tuple[str, ...], output: str | None, also: tuple[str, ...],
+    command: tuple[str, ...],
+) -> None:
+    renderers = {
+        "text": report.render_text, "json": report.render_json,
+        "markdown": simulate_markdown.render, "github": simulate_github.render,
+    }
+    extra: list[tuple[str, Path]] = []
+    for spec in also:
+        name, _, path = spec.partition("=")
+        if name not in renderers or not path:
+            expected = f"expected FORMAT=PATH with FORMAT one of {', '.join(renderers)}"
+            raise click.BadParameter(f"{spec!r}: {expected}", param_hint="--also")
+        extra.append((name, Path(path)))
+    try:
+        configured = simulate_settings.load(Path.cwd())
+    except simulate_settings.SettingsError as exc:
+        raise click.UsageError(str(exc)) from exc
+    kinds = simulate_settings.strict_kinds(strict, strict_kinds, configured)
+    ops = (*configured.cpu_fallback_ops, *fallback_ops)
+    if ops:
+        os.environ[FALLBACK_ENV] = ",".join(ops)  # read by the recorder in every simulated process
     try:
         exit_code, records = simulation.run(command, cores)
     except simulation.UnsupportedCommand as exc:
         raise click.UsageError(str(exc)) from exc
-    built = report.build(records, command, exit_code, graph_cost, max_shapes)
-    text = report.render_json(built) if fmt == "json" else report.render_text(built)
+    cost = next((c for c in (graph_cost, configured.graph_cost) if c is not None), DEFAULT_GRAPH_COST)
+    shapes = max_shapes or configured.max_shapes or DEFAULT_MAX_SHAPES
+    built = report.build(records, command, exit_code, cost, shapes, kinds)
+    for name, path in extra:
+        path.write_text(renderers[name](built) + "\n")
+    text = renderers[fmt](built)
     if output is None:
         click.echo(text)
     else:
         Path(output).write_text(text + "\n")
-    raise SystemExit(exit_code)
+    raise SystemExit(built["simulate_exit_code"])
 
 
 if __name__ == "__main__":

@@ -107,8 +107,13 @@ def test_torchrun_two_ranks_get_a_report_each(tmp_path: Path, tiny_qwen: Path) -
         # transformers compiles the static-cache decode step on Neuron: one graph, at the user's generate line.
         (group,) = rank["compiled"]
         assert group["site"].startswith("transformers/generation/utils.py:") and group["user"] == "generate.py:12 (<module>)"
+        # named by the model's forward, not by the decorator wrapping it in transformers
+        code = group["code"]
+        assert code.startswith("transformers/models/qwen3/modeling_qwen3.py:") and code.endswith("(Qwen3ForCausalLM.forward)")
         (graph,) = group["graphs"]
-        assert graph["inputs"][0] == {"shape": [batch, 1], "dtype": "int64", "dynamic": False} and not graph["rejected"]
+        expected = {"shape": [batch, 1], "dtype": "int64", "dynamic": False, "name": "input_ids", "parameter": False}
+        assert graph["inputs"][0] == expected and not graph["rejected"]
+        assert any(spec["parameter"] and spec["name"].startswith("self.model.") for spec in graph["inputs"])
         (prefill,) = rank["eager"]
         assert prefill["module"] == "Qwen3ForCausalLM" and prefill["calls"] == 1
         assert rank["compiled_graphs"] == 1 and rank["eager_shapes"] == 1 and rank["estimated_compile_seconds"] == 120

@@ -6,10 +6,14 @@ costs nothing; found on a trn2 it costs compile time on every run.
 
 - :mod:`~neuroncompat.simulate.launch` runs the user's ``python``/``torchrun``/``accelerate launch``
   command through the shim with the simulator on in every process;
-- :mod:`~neuroncompat.simulate.record` records, in each process, the compiled graphs and the eager
-  forward shapes, and writes them at exit;
+- :mod:`~neuroncompat.simulate.record` records, in each process, the compiled graphs, the eager
+  forward shapes and the findings (graph breaks from :mod:`~neuroncompat.simulate.graph_breaks`,
+  data-dependent-shape and CPU-fallback ops from :mod:`~neuroncompat.simulate.op_findings`, with
+  TorchNeuron's table in :mod:`~neuroncompat.simulate.op_support`), and writes them at exit;
 - :mod:`~neuroncompat.simulate.report` reads the records back into the per-rank report (text or
-  JSON), with :mod:`~neuroncompat.simulate.advice` choosing the fix for a location that churns;
+  JSON; :mod:`~neuroncompat.simulate.markdown` and :mod:`~neuroncompat.simulate.github` for CI),
+  with :mod:`~neuroncompat.simulate.advice` choosing the fix for a location that churns and
+  ``--strict`` judging it; :mod:`~neuroncompat.simulate.settings` reads ``[tool.neuroncompat.simulate]``;
 - :mod:`~neuroncompat.simulate.scenarios` holds the TRL guide's scenarios as runnable scripts.
 """
 

@@ -17,11 +17,13 @@ the working directory.
 from __future__ import annotations
 
 import os
+import re
 import site
 import sys
 import sysconfig
 from pathlib import Path
 from types import FrameType
+from typing import Sequence
 
 import torch
 
@@ -61,8 +63,36 @@ def _kind(filename: str) -> tuple[bool, bool]:
     return kind
 
 
+def is_library(filename: str) -> bool:
+    """Whether ``filename`` is torch's, neuroncompat's runtime, an installed library or the
+    standard library: never a user line."""
+    return _kind(filename)[1]
+
+
 def _describe(frame: FrameType) -> str:
     return f"{shorten(frame.f_code.co_filename)}:{frame.f_lineno} ({frame.f_code.co_name})"
+
+
+def caller_in(frames: Sequence[tuple[str, int, str]]) -> tuple[str | None, str | None]:
+    """:func:`caller` for a recorded stack, ``(filename, line, function)`` outermost first (a
+    traceback's order: Dynamo's user stack of a graph break, an FX node's stack trace)."""
+    site_at = user_at = None
+    for filename, line, function in reversed(frames):
+        internal, library = _kind(filename)
+        where = f"{shorten(filename)}:{line} ({function})"
+        if site_at is None and not internal:
+            site_at = where
+        if not library:
+            return site_at, where
+    return site_at, user_at
+
+
+_TRACE_LINE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)', re.MULTILINE)
+
+
+def frames_in(stack_trace: str) -> list[tuple[str, int, str]]:
+    """The frames of a formatted traceback (an FX node's ``meta["stack_trace"]``), outermost first."""
+    return [(m["file"], int(m["line"]), m["function"]) for m in _TRACE_LINE.finditer(stack_trace)]
 
 
 def caller(frame: FrameType | None) -> tuple[str | None, str | None]:

@@ -13,11 +13,16 @@ Two kinds of compilation happen on Neuron and both are recorded:
   Dynamo gives up on (recompile limit) runs eagerly and is counted here, as on hardware. Calls
   during backward (activation checkpointing's recomputation) and on the CPU are not counted.
 
+Three more kinds of **finding** are recorded per (kind, what, site, user line), with a count:
+graph breaks inside compiled code, from Dynamo's own report (:mod:`~neuroncompat.simulate.graph_breaks`);
+data-dependent-shape ops and TorchNeuron CPU-fallback ops run on the device, eager or in a graph
+(:mod:`~neuroncompat.simulate.op_findings`).
+
 Bounded: at most :data:`MAX_TENSORS` tensors per signature, :data:`MAX_SHAPES` signatures per call
-site and :data:`MAX_SITES` call sites; beyond that only counts grow. ``neuroncompat simulate`` turns
-this on with ``NEURONCOMPAT_SIMULATE_RECORD=<dir>``; each process writes ``rank<RANK>-<pid>.json``
-there at exit (also on an uncaught exception, and on the SIGTERM with which torchrun stops the
-other ranks when one fails).
+site, :data:`MAX_SITES` call sites and :data:`MAX_FINDINGS` findings; beyond that only counts grow.
+``neuroncompat simulate`` turns this on with ``NEURONCOMPAT_SIMULATE_RECORD=<dir>``; each process
+writes ``rank<RANK>-<pid>.json`` there at exit (also on an uncaught exception, and on the SIGTERM
+with which torchrun stops the other ranks when one fails).
 """
 
 from __future__ import annotations
@@ -36,14 +41,16 @@ from typing import Any, Callable
 import torch
 from torch._dynamo.eval_frame import OptimizedModule
 
-from neuroncompat.simulate import RECORD_ENV
+from neuroncompat.simulate import RECORD_ENV, graph_breaks
 from neuroncompat.simulate.locations import current_caller, shorten_location
-from neuroncompat.simulator import compile_backend
+from neuroncompat.simulate.op_findings import OpWatcher
+from neuroncompat.simulator import compile_backend, tensor
 from neuroncompat.simulator.compile_backend import CompiledGraph
 
 MAX_TENSORS = 16
 MAX_SHAPES = 64
 MAX_SITES = 128
+MAX_FINDINGS = 256
 
 # One tensor input of a module call: (name, shape, dtype).
 TensorSpec = tuple[str, tuple[int, ...], str]
@@ -110,6 +117,9 @@ class Recorder:
         self._graphs: list[tuple[CompiledGraph, str | None]] = []
         self._sites: dict[tuple[str, str | None, str | None], _Site] = {}
         self._dropped_calls = 0
+        # (kind, what, site, user line, graph signature) -> times seen
+        self._findings: dict[tuple[str, str, str | None, str | None, str | None], int] = {}
+        self._dropped_findings = 0
         self._undo: list[Any] = []
 
     def start(self) -> None:
@@ -121,7 +131,11 @@ class Recorder:
             hooks.register_module_forward_pre_hook(self._enter).remove,
             hooks.register_module_forward_hook(self._exit, with_kwargs=True, always_call=True).remove,
             compile_backend.on_compile(self._compiled),
+            graph_breaks.install(self._graph_break),
         ]
+        tensor.set_op_observer(OpWatcher(self._finding))
+        compile_backend.track_graph_nodes(True)
+        self._undo += [lambda: tensor.set_op_observer(None), lambda: compile_backend.track_graph_nodes(False)]
 
     def stop(self) -> None:
         for undo in self._undo:
@@ -167,11 +181,26 @@ class Recorder:
         with self._lock:
             self._graphs.append((graph, user_at))
 
+    def _finding(
+        self, kind: str, what: str, site_at: str | None, user_at: str | None, graph: str | None = None
+    ) -> None:
+        key = (kind, what, site_at, user_at, graph)
+        with self._lock:
+            if key in self._findings:
+                self._findings[key] += 1
+            elif len(self._findings) < MAX_FINDINGS:
+                self._findings[key] = 1
+            else:
+                self._dropped_findings += 1
+
+    def _graph_break(self, reason: str, site_at: str | None, user_at: str | None) -> None:
+        self._finding("graph_break", reason, site_at, user_at)
+
     # -- output -------------------------------------------------------------------------------
     def recorded(self) -> bool:
-        """Whether anything compiled or ran a forward on the device in this process."""
+        """Whether anything compiled, ran a forward or was found on the device in this process."""
         with self._lock:
-            return bool(self._graphs or self._sites or self._dropped_calls)
+            return bool(self._graphs or self._sites or self._dropped_calls or self._findings)
 
     def snapshot(self) -> dict[str, Any]:
         """This process's record, in the form ``neuroncompat simulate`` reads back."""
@@ -195,6 +224,11 @@ class Recorder:
                 for (module, site_at, user_at), site in self._sites.items()
             ]
             dropped = self._dropped_calls
+            findings = [
+                {"kind": kind, "what": what, "site": site_at, "user": user_at, "graph": graph, "count": count}
+                for (kind, what, site_at, user_at, graph), count in self._findings.items()
+            ]
+            dropped_findings = self._dropped_findings
         return {
             "rank": int(os.environ.get("RANK", "0")),
             "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
@@ -204,6 +238,8 @@ class Recorder:
             "compiled": graphs,
             "eager": eager,
             "dropped_calls": dropped,
+            "findings": findings,
+            "dropped_findings": dropped_findings,
         }
 
     def write(self, directory: str | Path) -> Path:

@@ -1,46 +1,19 @@
 """The ``neuroncompat simulate`` report: per rank, what Neuron would compile and what it would cost.
 
 :func:`build` turns the per-process records (:mod:`neuroncompat.simulate.record`) into one
-JSON-ready dict; :func:`render_text` prints it for reading, :func:`render_json` for tools. Both
+JSON-ready dict; :func:`render_text` prints it for reading, :func:`render_json` for tools
+(:mod:`~neuroncompat.simulate.markdown` and :mod:`~neuroncompat.simulate.github` for CI). Both
 are deterministic for a deterministic script (no timings, no absolute paths under site-packages
 or the working directory).
 
-JSON schema (``"schema": "neuroncompat.simulate/1"``; fields are only ever added)::
-
-    {
-      "schema": "neuroncompat.simulate/1",
-      "command": [str],                 # the command as given after --
-      "exit_code": int,                 # the script's (the report does not change it)
-      "graph_cost_seconds": float,      # --graph-cost
-      "max_shapes": int,                # --max-shapes: a location with more is warned about
-      "estimated_compile_seconds": float,   # the slowest rank's (ranks compile in parallel)
-      "missing_ranks": [int],           # ranks of WORLD_SIZE that wrote no record (killed)
-      "ranks": [{
-        "rank": int, "pid": int, "world_size": int,
-        "compiled_graphs": int,         # distinct torch.compile graphs Neuron accepts
-        "rejected_graphs": int,         # distinct graphs with dynamic shapes: Neuron rejects them
-        "eager_shapes": int,            # distinct (module, input signature) run eagerly
-        "estimated_compile_seconds": float,  # (compiled_graphs + eager_shapes) * graph_cost_seconds
-        "compiled": [{                  # one per compiled function and call site
-          "code": str, "site": str, "user": str | null,
-          "graphs": [{"signature": str, "compile_id": str, "ops": int, "rejected": bool,
-                      "inputs": [{"shape": [int | str] | null, "dtype": str, "dynamic": bool}]}]
-        }],
-        "eager": [{                     # one per module class and call site, outermost calls only
-          "module": str, "site": str | null, "user": str | null, "calls": int,
-          "shapes": [{"inputs": [{"name": str, "shape": [int], "dtype": str}], "calls": int}],
-          "dropped_shapes": int         # calls with signatures beyond the recorder's bound
-        }],
-        "dropped_calls": int,           # eager calls from locations beyond the recorder's bound
-        "warnings": [{
-          "kind": "recompiles" | "eager_shapes" | "rejected",
-          "where": str,                 # the location, as in the text report
-          "shapes": int,                # distinct shapes (or rejected graphs) there
-          "findings": [str],            # what varies between the shapes
-          "fixes": [{"id": str, "message": str}]
-        }]
-      }]
-    }
+JSON schema: ``docs/simulate-report.schema.json`` (``"schema": "neuroncompat.simulate/1"``; fields
+are only ever added). Per rank: the compiled graphs grouped by compiled function and location,
+their inputs named as the user's code names them; the eager forward shapes per module and
+location; ``warnings`` where a location churns shapes (with the fixes from
+:mod:`~neuroncompat.simulate.advice`) or compiles graphs Neuron rejects; and ``findings``: graph
+breaks, data-dependent-shape ops and CPU-fallback ops per user line, each with its fix. At the
+top, ``strict``: the kinds ``--strict`` fails on (:data:`STRICT_KINDS`) and what it failed on;
+``exit_code`` is the script's, ``simulate_exit_code`` the command's (:func:`exit_code_of`).
 
 A location is the *site* (the innermost caller outside torch and neuroncompat, often library
 code such as ``transformers/generation/utils.py``) and the *user* line (the innermost caller in
@@ -50,12 +23,20 @@ the user's own files); see :mod:`neuroncompat.simulate.locations`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
+from neuroncompat.simulate import graph_breaks, op_findings, op_support
 from neuroncompat.simulate.advice import DYNAMIC_SHAPES, Tensor, diagnose
 
 SCHEMA = "neuroncompat.simulate/1"
+# Kinds of finding, in report order.
+FINDING_KINDS = ("graph_break", "data_dependent", "cpu_fallback")
+# What --strict can fail on: a graph Neuron rejects, a location past --max-shapes, and the findings.
+STRICT_KINDS = ("rejected", "shape_churn", *FINDING_KINDS)
+# neuroncompat simulate's exit status when --strict finds something and the script succeeded.
+STRICT_EXIT_CODE = 4
 DEFAULT_GRAPH_COST = 60.0
 DEFAULT_MAX_SHAPES = 4
 # Rows of shapes the text report shows per location (the JSON has them all).
@@ -69,8 +50,12 @@ def load_records(directory: str | Path) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (r["rank"], r["pid"]))
 
 
+def _input_name(spec: dict[str, Any], index: int) -> str:
+    return spec.get("name") or f"#{index}"
+
+
 def _compiled_tensors(graph: dict[str, Any]) -> list[Tensor]:
-    return [(f"#{i}", spec["shape"], spec["dtype"]) for i, spec in enumerate(graph["inputs"])]
+    return [(_input_name(spec, i), spec["shape"], spec["dtype"]) for i, spec in enumerate(graph["inputs"])]
 
 
 def _eager_tensors(shape: dict[str, Any]) -> list[Tensor]:
@@ -90,6 +75,8 @@ def _warning(kind: str, entry: dict[str, Any], signatures: Sequence[Sequence[Ten
     return {
         "kind": kind,
         "where": _where(entry),
+        "site": entry["site"],
+        "user": entry["user"],
         "shapes": len(signatures),
         "findings": list(diagnosis.findings),
         "fixes": [{"id": fix.id, "message": fix.message} for fix in diagnosis.fixes],
@@ -107,6 +94,31 @@ def _compiled_groups(graphs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
+def _findings(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The record's graph breaks, data-dependent ops and CPU fallbacks, each with its fix."""
+    out = []
+    for raw in record.get("findings", ()):
+        kind, what = raw["kind"], raw["what"]
+        if kind == "graph_break":
+            fix: Any = graph_breaks.fix_for(what)
+            description, references = what, []
+        elif kind == "data_dependent":
+            fix = op_findings.fix_for(kind, what)
+            description, references = f"{op_findings.describe(what)} [{what}]", [op_findings.WRONG_VALUES]
+        else:
+            fix = op_findings.fix_for(kind, what)
+            description, references = f"{what} runs on the CPU in TorchNeuron", [op_support.TABLE]
+        if raw["graph"]:
+            description += f" (in compiled graph {raw['graph']})"
+        out.append({
+            "kind": kind, "what": what, "description": description,
+            "where": raw["user"] or raw["site"] or "<unknown>", "site": raw["site"], "user": raw["user"],
+            "graph": raw["graph"], "count": raw["count"],
+            "fix": {"id": fix.id, "message": fix.message}, "references": references,
+        })
+    return sorted(out, key=lambda f: (FINDING_KINDS.index(f["kind"]), f["where"], f["what"]))
+
+
 def _rank(record: dict[str, Any], graph_cost: float, max_shapes: int) -> dict[str, Any]:
     compiled = _compiled_groups(record["compiled"])
     warnings: list[dict[str, Any]] = []
@@ -115,7 +127,8 @@ def _rank(record: dict[str, Any], graph_cost: float, max_shapes: int) -> dict[st
         rejected = [g for g in group["graphs"] if g["rejected"]]
         if rejected:
             warnings.append({
-                "kind": "rejected", "where": _where(group), "shapes": len(rejected),
+                "kind": "rejected", "where": _where(group), "site": group["site"], "user": group["user"],
+                "shapes": len(rejected),
                 "findings": [f"{len(rejected)} graph(s) with dynamic shapes: the Neuron backend rejects them"],
                 "fixes": [{"id": DYNAMIC_SHAPES.id, "message": DYNAMIC_SHAPES.message}],
             })
@@ -127,6 +140,7 @@ def _rank(record: dict[str, Any], graph_cost: float, max_shapes: int) -> dict[st
     signatures = {g["signature"]: g["rejected"] for group in compiled for g in group["graphs"]}
     compiled_graphs = sum(1 for rejected in signatures.values() if not rejected)
     eager_shapes = len({(e["module"], json.dumps(s["inputs"])) for e in record["eager"] for s in e["shapes"]})
+    findings = _findings(record)
     return {
         "rank": record["rank"],
         "pid": record["pid"],
@@ -139,7 +153,36 @@ def _rank(record: dict[str, Any], graph_cost: float, max_shapes: int) -> dict[st
         "eager": record["eager"],
         "dropped_calls": record["dropped_calls"],
         "warnings": warnings,
+        "graph_breaks": sum(1 for f in findings if f["kind"] == "graph_break"),
+        "data_dependent_ops": sum(1 for f in findings if f["kind"] == "data_dependent"),
+        "cpu_fallback_ops": sum(1 for f in findings if f["kind"] == "cpu_fallback"),
+        "findings": findings,
+        "dropped_findings": record.get("dropped_findings", 0),
     }
+
+
+def _violations(ranks: list[dict[str, Any]], kinds: Sequence[str]) -> list[dict[str, Any]]:
+    """What ``--strict`` fails on: each warning and finding of a selected kind, per rank."""
+    out = []
+    for rank in ranks:
+        for warning in rank["warnings"]:
+            kind = "rejected" if warning["kind"] == "rejected" else "shape_churn"
+            if kind in kinds:
+                what = f"{warning['shapes']} {warning['kind']}"
+                out.append({"rank": rank["rank"], "kind": kind, "where": warning["where"], "what": what})
+        for finding in rank["findings"]:
+            if finding["kind"] in kinds:
+                what = finding["description"]
+                out.append({"rank": rank["rank"], "kind": finding["kind"], "where": finding["where"], "what": what})
+    return out
+
+
+def exit_code_of(report: dict[str, Any]) -> int:
+    """The exit status of ``neuroncompat simulate``: the script's when it failed (it wins), else
+    :data:`STRICT_EXIT_CODE` when ``--strict`` found a selected kind, else 0."""
+    if report["exit_code"] != 0:
+        return report["exit_code"]
+    return STRICT_EXIT_CODE if report["strict"]["violations"] else 0
 
 
 def build(
@@ -148,12 +191,17 @@ def build(
     exit_code: int,
     graph_cost: float = DEFAULT_GRAPH_COST,
     max_shapes: int = DEFAULT_MAX_SHAPES,
+    strict: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The report for one simulated run (the JSON schema in the module docstring)."""
+    """The report for one simulated run (the JSON schema in the module docstring); ``strict``
+    selects the kinds (:data:`STRICT_KINDS`) that fail the run."""
+    unknown = sorted(set(strict) - set(STRICT_KINDS))
+    if unknown:
+        raise ValueError(f"unknown strict kind(s) {', '.join(unknown)}; expected some of {', '.join(STRICT_KINDS)}")
     ranks = [_rank(record, graph_cost, max_shapes) for record in records]
     world = max((r["world_size"] for r in records), default=0)
     seen = {r["rank"] for r in records}
-    return {
+    built = {
         "schema": SCHEMA,
         "command": list(command),
         "exit_code": exit_code,
@@ -161,8 +209,11 @@ def build(
         "max_shapes": max_shapes,
         "estimated_compile_seconds": max((r["estimated_compile_seconds"] for r in ranks), default=0.0),
         "missing_ranks": [rank for rank in range(world) if rank not in seen],
+        "strict": {"kinds": [k for k in STRICT_KINDS if k in strict], "violations": _violations(ranks, strict)},
         "ranks": ranks,
     }
+    built["simulate_exit_code"] = exit_code_of(built)
+    return built
 
 
 def render_json(report: dict[str, Any]) -> str:
@@ -170,7 +221,8 @@ def render_json(report: dict[str, Any]) -> str:
 
 
 # -- text -------------------------------------------------------------------------------------
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """Seconds as the report prints them: ``45 s``, ``9 min``, ``2 h 05 min``."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)
@@ -183,12 +235,18 @@ def _tensor(name: str | None, shape: Sequence[int | str] | None, dtype: str) -> 
 
 
 def _graph_inputs(graph: dict[str, Any], varying: set[int]) -> str:
-    """The inputs that tell this graph from the others at its location (else the integer ones)."""
+    """The inputs that tell this graph from the others at its location, else the ones that are not
+    parameters or buffers (the same every call), by name."""
     inputs = graph["inputs"]
-    picked = sorted(varying) or [i for i, spec in enumerate(inputs) if spec["dtype"].startswith(("int", "uint", "bool"))]
-    shown = [_tensor(f"#{i}", inputs[i]["shape"], inputs[i]["dtype"]) for i in picked[:_TEXT_INPUTS]]
-    rest = len(inputs) - len(shown)
-    return " ".join(shown) + (f" (+{rest} more inputs)" if rest else "")
+    data = [i for i, spec in enumerate(inputs) if not spec.get("parameter")]
+    shown = (sorted(varying) or data or list(range(len(inputs))))[:_TEXT_INPUTS]
+    hidden_data = sum(1 for i in data if i not in shown)
+    hidden_parameters = len(inputs) - len(data) - sum(1 for i in shown if inputs[i].get("parameter"))
+    more = [f"+{hidden_data} more inputs"] if hidden_data else []
+    if hidden_parameters:
+        more.append(f"+{hidden_parameters} parameters/buffers")
+    text = " ".join(_tensor(_input_name(inputs[i], i), inputs[i]["shape"], inputs[i]["dtype"]) for i in shown)
+    return text + (f" ({', '.join(more)})" if more else "")
 
 
 def _varying_inputs(graphs: list[dict[str, Any]]) -> set[int]:
@@ -201,7 +259,7 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
     cost = report["graph_cost_seconds"]
     summary = (
         f"{label}: {rank['compiled_graphs']} compiled graph(s), {rank['eager_shapes']} eager forward shape(s)"
-        f" -> about {_duration(rank['estimated_compile_seconds'])} of Neuron compilation at {_duration(cost)} each"
+        f" -> about {duration(rank['estimated_compile_seconds'])} of Neuron compilation at {duration(cost)} each"
     )
     if rank["rejected_graphs"]:
         summary += f"; {rank['rejected_graphs']} graph(s) Neuron would REJECT (dynamic shapes)"
@@ -237,18 +295,48 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
         lines.append(f"  WARNING: {warning['shapes']} {what} at {warning['where']}")
         lines.extend(f"    {finding}" for finding in warning["findings"])
         lines.extend(f"    fix: {fix['message']}" for fix in warning["fixes"])
+    for finding in rank["findings"]:
+        title = FINDING_TITLES[finding["kind"]]
+        lines.append(f"  {title} at {finding_place(finding)}: {finding['description']} (x{finding['count']})")
+        lines.append(f"    fix: {finding['fix']['message']}")
+        if finding["kind"] == "data_dependent":
+            lines.append(
+                "    risk: a data-dependent shape can compile on trn2 and return wrong values with no error "
+                f"({op_findings.WRONG_VALUES})"
+            )
+    if rank.get("dropped_findings"):
+        lines.append(f"  (+{rank['dropped_findings']} finding(s) at further locations, not recorded)")
     return lines
 
 
+FINDING_TITLES = {
+    "graph_break": "GRAPH BREAK", "data_dependent": "DATA-DEPENDENT SHAPE", "cpu_fallback": "CPU FALLBACK",
+}
+
+
+def split_location(location: str | None) -> tuple[str, int] | None:
+    """``(path, line)`` of a ``path:line (function)`` location, None for ``<unknown>`` and the like."""
+    match = re.match(r"^(?P<path>[^<].*?):(?P<line>\d+)(?: \(.*\))?$", location or "")
+    return (match["path"], int(match["line"])) if match else None
+
+
+def finding_place(finding: dict[str, Any]) -> str:
+    """The user line, and the library line under it when they differ."""
+    place = finding["where"]
+    if finding["site"] and finding["site"] != place:
+        place += f" (in {finding['site']})"
+    return place
+
+
 def render_text(report: dict[str, Any]) -> str:
-    cost = _duration(report["graph_cost_seconds"])
+    cost = duration(report["graph_cost_seconds"])
     lines = [f"neuroncompat simulate: {' '.join(report['command'])}"]
     if report["exit_code"] == 0:
         lines.append("the script finished (exit code 0)")
     else:
         lines.append(f"the script FAILED with exit code {report['exit_code']}: the counts cover what ran before it stopped")
     lines.append(
-        f"estimated Neuron compilation: about {_duration(report['estimated_compile_seconds'])} "
+        f"estimated Neuron compilation: about {duration(report['estimated_compile_seconds'])} "
         f"(distinct graphs x {cost}, --graph-cost; ranks compile in parallel)"
     )
     if not report["ranks"]:
@@ -261,4 +349,17 @@ def render_text(report: dict[str, Any]) -> str:
     if report["missing_ranks"]:
         lines.append("")
         lines.append(f"no record from rank(s) {', '.join(map(str, report['missing_ranks']))}: killed before they could write one")
+    strict = report["strict"]
+    if strict["kinds"]:
+        lines.append("")
+        if strict["violations"]:
+            kinds = sorted({v["kind"] for v in strict["violations"]}, key=STRICT_KINDS.index)
+            verdict = f"FAILED: {len(strict['violations'])} finding(s) of kind {', '.join(kinds)}"
+            if report["exit_code"] == 0:
+                verdict += f" (exit code {STRICT_EXIT_CODE})"
+            else:
+                verdict += f" (the script's exit code {report['exit_code']} is kept)"
+        else:
+            verdict = "passed"
+        lines.append(f"strict ({', '.join(strict['kinds'])}): {verdict}")
     return "\n".join(lines)

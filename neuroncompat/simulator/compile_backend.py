@@ -11,11 +11,14 @@ graphs (TRL #7660), which Dynamo produces by default once a second shape is seen
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 import os
+import re
 import sys
 import threading
 from dataclasses import asdict, dataclass, field
+from types import CodeType
 from typing import Any, Callable
 
 import torch
@@ -25,6 +28,10 @@ logger = logging.getLogger("neuroncompat.simulator")
 _lock = threading.Lock()
 _records: list["CompiledGraph"] = []
 _listeners: list[Callable[["CompiledGraph"], None]] = []
+_running = threading.local()
+# Dynamo compiles the code after a graph break as a "resume" function named after the original.
+_RESUME = re.compile(r"torch_dynamo_resume_in_(?P<name>.+)_at_(?P<line>\d+)$")
+_track_nodes = False
 # Frames skipped when looking for the line that triggered a compilation, and for the function
 # compiled: ``neuroncompat simulate``'s recorder hooks every module call, so Dynamo inlines it.
 _INTERNAL = (
@@ -38,11 +45,15 @@ _INTERNAL = (
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One graph input: shape (ints, or symbol names for dynamic dims) and dtype."""
+    """One graph input: shape (ints, or symbol names for dynamic dims), dtype, and what it is in
+    the user's code: ``name`` as Dynamo's source reads it (``input_ids``, ``self.model.embed.weight``),
+    ``parameter`` for a module's parameters and buffers (the same every call: not worth showing)."""
 
     shape: tuple[int | str, ...] | None
     dtype: str
     dynamic: bool
+    name: str | None = None
+    parameter: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,32 +80,84 @@ class CompiledGraph:
         return data
 
 
-def _spec(value: Any) -> InputSpec:
+def _spec(value: Any, name: str | None = None, parameter: bool = False) -> InputSpec:
     if isinstance(value, torch.Tensor):
         dims = tuple(d if isinstance(d, int) else str(d) for d in value.shape)
-        return InputSpec(dims, str(value.dtype).removeprefix("torch."), any(isinstance(d, str) for d in dims))
+        dynamic = any(isinstance(d, str) for d in dims)
+        return InputSpec(dims, str(value.dtype).removeprefix("torch."), dynamic, name, parameter)
     if isinstance(value, torch.SymInt):
-        return InputSpec(None, "symint", True)
-    return InputSpec(None, type(value).__name__, False)
+        return InputSpec(None, "symint", True, name)
+    return InputSpec(None, type(value).__name__, False, name)
+
+
+# Dynamo's source names, ``L['self']._modules['model']._parameters['weight']``, read as Python:
+# ``self.model.weight``; ``L[...]`` are the frame's locals, ``G[...]`` its globals.
+_SOURCE_ROOT = re.compile(r"\b[LG]\['([^']+)'\]")
+_SOURCE_MEMBER = re.compile(r"\._(?:modules|parameters|buffers)\['([^']+)'\]")
+_SOURCE_KEY = re.compile(r"\['([^']+)'\]")
+_KWARG = re.compile(r"^kwargs\[([^\]]+)\]")  # a keyword argument: input_ids, not kwargs[input_ids]
+
+
+def _source_name(node: torch.fx.Node) -> tuple[str | None, bool]:
+    """The user-level name of a graph input and whether it is a module parameter or buffer."""
+    grapharg = node.meta.get("grapharg")
+    source = getattr(grapharg, "source", None)
+    raw = source.name if isinstance(getattr(source, "name", None), str) else None
+    if raw is None:
+        return node.name, False
+    example = getattr(grapharg, "example", None)
+    parameter = "._parameters[" in raw or "._buffers[" in raw or isinstance(example, torch.nn.Parameter)
+    name = _SOURCE_KEY.sub(r"[\1]", _SOURCE_MEMBER.sub(r".\1", _SOURCE_ROOT.sub(r"\1", raw)))
+    return _KWARG.sub(r"\1", name), parameter
 
 
 def _input_specs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[InputSpec, ...]:
-    """Input specs from the traced placeholders (symbolic dims visible), else the examples."""
-    placeholders = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
-    if placeholders and all(p is not None for p in placeholders):
-        return tuple(_spec(p) for p in placeholders)
+    """Input specs from the traced placeholders (symbolic dims visible, named), else the examples."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if placeholders and all(p.meta.get("example_value") is not None for p in placeholders):
+        return tuple(_spec(p.meta["example_value"], *_source_name(p)) for p in placeholders)
     return tuple(_spec(v) for v in example_inputs)
 
 
-def _compiled_code() -> str:
-    """The function Dynamo was compiling: ``file:line (name)``."""
+def _pass_through(code: CodeType) -> bool:
+    """A decorator's wrapper (``def wrapper(*args, **kwargs)`` in a library): the function it wraps
+    names the graph better (``Qwen3ForCausalLM.forward``, not transformers' ``wrapper``)."""
+    from neuroncompat.simulate.locations import is_library
+
+    flags = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+    return code.co_flags & flags == flags and is_library(code.co_filename)
+
+
+def _describe_code(code: CodeType) -> str:
+    name = getattr(code, "co_qualname", code.co_name)
+    resumed = _RESUME.search(name)
+    if resumed:
+        name = f"{resumed['name']}, after the graph break at line {resumed['line']}"
+    return f"{code.co_filename}:{code.co_firstlineno} ({name})"
+
+
+def _compiled_code(gm: torch.fx.GraphModule) -> str:
+    """The function Dynamo was compiling, ``file:line (qualified name)``: the outermost function of
+    the graph's source stack that is neither torch's nor the simulator's, looking through decorator
+    wrappers; else the first such function Dynamo traced."""
     from torch._guards import TracingContext
+
+    from neuroncompat.simulate.locations import frames_in
 
     context = TracingContext.try_get()
     codes = getattr(context, "traced_code", None) if context is not None else None
-    for code in codes or ():
-        if not any(part in code.co_filename for part in _INTERNAL):
-            return f"{code.co_filename}:{code.co_firstlineno} ({code.co_name})"
+    candidates = [code for code in codes or () if not any(part in code.co_filename for part in _INTERNAL)]
+    trace = next((n.meta["stack_trace"] for n in gm.graph.nodes if n.meta.get("stack_trace")), "")
+    for filename, line, function in frames_in(trace):  # outermost first
+        # the traced function of that name whose body holds the line: the nearest def above it
+        matches = [
+            c for c in candidates if c.co_filename == filename and c.co_name == function and c.co_firstlineno <= line
+        ]
+        code = max(matches, key=lambda c: c.co_firstlineno, default=None)
+        if code is not None and not _pass_through(code):
+            return _describe_code(code)
+    for code in [c for c in candidates if not _pass_through(c)] or candidates:
+        return _describe_code(code)
     return "<unknown>"
 
 
@@ -120,7 +183,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Calla
     record = CompiledGraph(
         signature=digest.hexdigest()[:12],
         inputs=inputs,
-        code=_compiled_code(),
+        code=_compiled_code(gm),
         trigger=_trigger(),
         compile_id=str(CompileContext.current_compile_id()),
         ops=sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")),
@@ -142,7 +205,48 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Calla
             record.trigger,
             [i.shape for i in inputs],
         )
-    return gm.forward
+    return _runner(gm, record)
+
+
+class _NodeTracker(torch.fx.Interpreter):
+    """Runs a graph node by node, telling :func:`running_graph` which node is running."""
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        _running.node = n
+        return super().run_node(n)
+
+
+def _runner(gm: torch.fx.GraphModule, record: CompiledGraph) -> Callable[..., Any]:
+    """``gm.forward``, marked as a run of ``record``; the first run goes node by node when an
+    observer asked for it (:func:`track_graph_nodes`), so an op seen in it has its source line."""
+    first = True
+
+    def run(*args: Any) -> Any:
+        nonlocal first
+        outer = getattr(_running, "graph", None), getattr(_running, "node", None)
+        _running.graph, _running.node = record, None
+        try:
+            if first and _track_nodes:
+                first = False
+                return _NodeTracker(gm).run(*args)
+            first = False
+            return gm.forward(*args)
+        finally:
+            _running.graph, _running.node = outer
+
+    return run
+
+
+def track_graph_nodes(on: bool) -> None:
+    """Run each new graph's first call node by node (see :func:`running_graph`)."""
+    global _track_nodes
+    _track_nodes = on
+
+
+def running_graph() -> tuple[CompiledGraph | None, torch.fx.Node | None]:
+    """The compiled graph running on this thread, if any, and during its tracked first run the
+    node running (its ``meta["stack_trace"]`` is the source line the op came from)."""
+    return getattr(_running, "graph", None), getattr(_running, "node", None)
 
 
 def compiles() -> list[CompiledGraph]:

@@ -17,7 +17,7 @@ backend is the one the real backend would receive.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import torch
 
@@ -44,14 +44,37 @@ _MIXED_DEVICE_OK = frozenset(
 )
 
 
+class OpObserver(Protocol):
+    """Told about the ops it watches as they run on the device (``neuroncompat simulate``'s recorder).
+
+    ``watches`` is asked once per op overload (the answer is cached with the op), so an op nobody
+    watches costs one attribute test per call; ``saw`` runs before the op, on the caller's stack.
+    """
+
+    def watches(self, name: str) -> bool: ...
+
+    def saw(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None: ...
+
+
+_observer: OpObserver | None = None
+
+
+def set_op_observer(observer: OpObserver | None) -> None:
+    """Install (or with None remove) the one :class:`OpObserver`; forgets which ops were watched."""
+    global _observer
+    _observer = observer
+    _OP_INFO.clear()
+
+
 class _OpInfo:
     """What the dispatcher needs to know about one op, computed once per overload."""
 
-    __slots__ = ("name", "mixed_ok", "random", "generator_arg", "write_returns")
+    __slots__ = ("name", "mixed_ok", "random", "generator_arg", "write_returns", "watched")
 
     def __init__(self, func: torch._ops.OpOverload) -> None:
         schema = func._schema
         self.name = schema.name if not schema.overload_name else f"{schema.name}.{schema.overload_name}"
+        self.watched = _observer is not None and _observer.watches(self.name)
         self.mixed_ok = schema.name in _MIXED_DEVICE_OK or self.name in _MIXED_DEVICE_OK
         self.random = torch.Tag.nondeterministic_seeded in func.tags
         self.generator_arg = any(a.name == "generator" for a in schema.arguments)
@@ -169,6 +192,8 @@ class NeuronTensor(torch.Tensor):
     def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         info = _op_info(func)
+        if info.watched and _observer is not None:
+            _observer.saw(info.name, args, kwargs)
         seen: list[int] = []
         cpu_operands: list[torch.Tensor] = []
 

@@ -1,0 +1,91 @@
+"""``neuroncompat simulate --format markdown``: the report as a pull-request comment.
+
+A summary line, a per-rank table, then the findings and shape-churn warnings with their fixes.
+The first line is a hidden marker (not neuron-migrate's), so a CI job can post this and
+``neuron-migrate --format markdown`` in one comment and find its own part again. Long lists are
+cut to :data:`ROWS` rows per table (the JSON report has everything).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from neuroncompat.simulate import report as simulate_report
+
+MARKER = "<!-- neuroncompat simulate report -->"
+ROWS = 50
+_KIND = {"graph_break": "graph break", "data_dependent": "data-dependent shape", "cpu_fallback": "CPU fallback"}
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: str) -> str:
+    return f"`{text}`" if "`" not in text else f"`` {text} ``"
+
+
+def _status(report: dict[str, Any]) -> str:
+    code = report["exit_code"]
+    status = "the script finished" if code == 0 else f"**the script FAILED** (exit code {code})"
+    strict = report["strict"]
+    if strict["kinds"]:
+        failed = f"; strict: **FAILED** ({len(strict['violations'])} finding(s))"
+        status += failed if strict["violations"] else "; strict: passed"
+    return status
+
+
+def render(report: dict[str, Any]) -> str:
+    ranks = report["ranks"]
+    out = [
+        MARKER + "\n",
+        "## neuroncompat simulate\n\n",
+        f"{_code(' '.join(report['command']))}: {_status(report)}; about "
+        f"**{simulate_report.duration(report['estimated_compile_seconds'])}** of Neuron compilation "
+        f"({simulate_report.duration(report['graph_cost_seconds'])} a graph).\n",
+    ]
+    if not ranks:
+        out.append("\nNothing ran on the neuron device.\n")
+        return "".join(out)
+    out.append(
+        "\n| rank | compiled graphs | rejected | eager shapes | est. compile | graph breaks | data-dependent ops "
+        "| CPU fallbacks |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+    )
+    for rank in ranks:
+        out.append(
+            f"| {rank['rank']} | {rank['compiled_graphs']} | {rank['rejected_graphs']} | {rank['eager_shapes']} | "
+            f"{simulate_report.duration(rank['estimated_compile_seconds'])} | {rank['graph_breaks']} | "
+            f"{rank['data_dependent_ops']} | {rank['cpu_fallback_ops']} |\n"
+        )
+    if report["missing_ranks"]:
+        missing = ", ".join(map(str, report["missing_ranks"]))
+        out.append(f"\nNo record from rank(s) {missing}: killed before they could write one.\n")
+    findings = [(rank["rank"], f) for rank in ranks for f in rank["findings"]]
+    if findings:
+        out.append("\n### Findings\n\n| rank | kind | where | what | times | fix |\n|---|---|---|---|---|---|\n")
+        for rank, finding in findings[:ROWS]:
+            out.append(
+                f"| {rank} | {_KIND[finding['kind']]} | {_cell(_code(simulate_report.finding_place(finding)))} | "
+                f"{_cell(finding['description'])} | {finding['count']} | {_cell(finding['fix']['message'])} |\n"
+            )
+        if len(findings) > ROWS:
+            out.append(f"\n_{len(findings) - ROWS} more in the JSON report._\n")
+        if any(f["kind"] == "data_dependent" for _, f in findings):
+            out.append(
+                "\nData-dependent shapes can compile on trn2 and return wrong values with no error "
+                "([aws-neuron-sdk#1381](https://github.com/aws-neuron/aws-neuron-sdk/issues/1381)).\n"
+            )
+    warnings = [(rank["rank"], w) for rank in ranks for w in rank["warnings"]]
+    if warnings:
+        out.append("\n### Recompilations\n\n")
+        for rank, warning in warnings[:ROWS]:
+            what = f"{warning['shapes']} {warning['kind'].replace('_', ' ')}"
+            out.append(f"- rank {rank}: **{what}** at {_code(warning['where'])}\n")
+            out.extend(f"  - {_cell(finding)}\n" for finding in warning["findings"])
+            out.extend(f"  - fix: {_cell(fix['message'])}\n" for fix in warning["fixes"])
+    violations = report["strict"]["violations"]
+    if violations:
+        kinds = ", ".join(report["strict"]["kinds"])
+        out.append(f"\n**Strict ({kinds}) failed** on {len(violations)} finding(s).\n")
+    return "".join(out)
