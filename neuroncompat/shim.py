@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from types import ModuleType
@@ -86,6 +87,7 @@ def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchS
                 patch.state = "inactive"
                 patch.detail = "not on Neuron"
             logger.debug("neuroncompat: no Neuron device (%s); nothing patched", _detection.reason)
+            _cuda_redirect_from_env(on_neuron=False)
             return status()
         _active = True
         if _detection.kind == "native":
@@ -97,7 +99,16 @@ def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchS
                 patch.detail = "disabled by NEURONCOMPAT_DISABLE" if by_env else "disabled by apply(skip=...)"
                 continue
             _start(patch)
+        _cuda_redirect_from_env(on_neuron=True)
         return status()
+
+
+def _cuda_redirect_from_env(on_neuron: bool) -> None:
+    """``NEURONCOMPAT_CUDA=redirect`` (docs/cuda_redirect.md); nothing is imported when it is unset."""
+    if os.environ.get("NEURONCOMPAT_CUDA"):
+        from neuroncompat import cuda
+
+        cuda.start_from_env(on_neuron)
 
 
 def _start(patch: Patch) -> None:
@@ -151,6 +162,9 @@ def revert() -> None:
     global _active
     with _lock:
         hooks.cancel_all()
+        redirect = sys.modules.get("neuroncompat.cuda")
+        if redirect is not None:
+            redirect.undo()
         revert_all(list(_patches.values()))
         _patches.clear()
         _active = False
