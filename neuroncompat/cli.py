@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import click
@@ -11,6 +13,7 @@ from neuroncompat import doctor as doctor_report
 from neuroncompat.runner import run as run_script
 from neuroncompat.simulate import launch as simulation
 from neuroncompat.simulate import report
+from neuroncompat.simulate import redirect_log
 from neuroncompat.simulate.report import DEFAULT_GRAPH_COST, DEFAULT_MAX_SHAPES
 
 
@@ -46,14 +49,29 @@ def run(argv: tuple[str, ...]) -> None:
 @click.option("--graph-cost", type=click.FloatRange(min=0), default=DEFAULT_GRAPH_COST, show_default=True, help="Seconds one Neuron compilation takes on hardware.")
 @click.option("--max-shapes", type=click.IntRange(min=1), default=DEFAULT_MAX_SHAPES, show_default=True, help="Warn about a location that compiles more shapes than this.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, help="Write the report to this file instead of stdout.")
+@click.option("--cuda-redirect", is_flag=True, help="Run the unmodified CUDA script with NEURONCOMPAT_CUDA=redirect and report each redirected call site.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def simulate(cores: int | None, fmt: str, graph_cost: float, max_shapes: int, output: str | None, command: tuple[str, ...]) -> None:
-    try:
-        exit_code, records = simulation.run(command, cores)
-    except simulation.UnsupportedCommand as exc:
-        raise click.UsageError(str(exc)) from exc
-    built = report.build(records, command, exit_code, graph_cost, max_shapes)
+def simulate(
+    cores: int | None, fmt: str, graph_cost: float, max_shapes: int, output: str | None, cuda_redirect: bool, command: tuple[str, ...]
+) -> None:
+    from neuroncompat import cuda
+
+    cuda.stand_down_in_launcher()
+    if cuda_redirect:
+        os.environ[cuda.ENV] = cuda.MODE
+    with tempfile.TemporaryDirectory(prefix="neuroncompat-cuda-log-") as cuda_log:
+        if cuda.requested():
+            os.environ[cuda.sites.LOG_ENV] = cuda_log
+        try:
+            exit_code, records = simulation.run(command, cores)
+        except simulation.UnsupportedCommand as exc:
+            raise click.UsageError(str(exc)) from exc
+        built = report.build(records, command, exit_code, graph_cost, max_shapes)
+        if cuda.requested():
+            built["cuda_redirect"] = redirect_log.section(redirect_log.load(cuda_log))
     text = report.render_json(built) if fmt == "json" else report.render_text(built)
+    if "cuda_redirect" in built and fmt == "text":
+        text += "\n" + redirect_log.render_text(built["cuda_redirect"])
     if output is None:
         click.echo(text)
     else:

@@ -23,6 +23,7 @@ import threading
 from types import ModuleType
 
 from neuroncompat import hooks
+from neuroncompat.cuda import sites
 from neuroncompat.patch import Patch
 
 ENV = "NEURONCOMPAT_CUDA"
@@ -78,7 +79,7 @@ def redirect() -> None:
 
         if not neuron_available() or torch.cuda.is_available():
             raise RedirectUnavailable(_unavailable_message())
-        from neuroncompat.cuda import amp, api, distributed, placement, sites
+        from neuroncompat.cuda import amp, api, distributed, placement
 
         patch = _Redirect()
         placement.install(patch)

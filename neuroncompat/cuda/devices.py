@@ -1,6 +1,7 @@
 """Device values that name CUDA, and their NeuronCore equivalents.
 
-``"cuda"`` -> ``"neuron"`` (the current NeuronCore, as ``"cuda"`` means the current GPU),
+``"cuda"`` -> ``"neuron:<current core>"`` (``"cuda"`` means the current GPU, which
+``torch.cuda.set_device`` chose; the index is written out so no layer below has to resolve it),
 ``"cuda:N"`` -> ``"neuron:N"``, ``torch.device("cuda", N)`` -> ``torch.device("neuron", N)``. The
 value keeps its kind (string or ``torch.device``), so code that formats or compares it sees what
 it passed. Integers need nothing: torch resolves a bare ordinal to the current accelerator,
@@ -39,8 +40,8 @@ def index_of(value: Any) -> int | None:
 def to_neuron(value: Any) -> Any:
     """The NeuronCore ``value`` stands for, in the same form (see the module docstring)."""
     if type(value) is str:
-        return "neuron" + value[4:]
-    return _DEVICE("neuron", value.index) if value.index is not None else _DEVICE("neuron")
+        return "neuron" + value[4:] if len(value) > 4 else f"neuron:{torch.neuron.current_device()}"
+    return _DEVICE("neuron", value.index if value.index is not None else torch.neuron.current_device())
 
 
 def translate(value: Any, call: str, keyword: str | None = None, rule: str = "NM102", depth: int = 2) -> Any:

@@ -56,19 +56,26 @@ def _wrap_is_nccl_available(original: Callable[[], bool]) -> Callable[[], bool]:
 
 
 def _wrap_ddp_init(original: Callable[..., None]) -> Callable[..., None]:
-    signature = inspect.signature(original)
+    """``device_ids``/``output_device`` are DDP's 2nd and 3rd parameters, positional or keyword."""
 
     @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+    def __init__(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
         frame = sys._getframe(1)
-        bound = signature.bind(self, *args, **kwargs)
-        given = {k: bound.arguments[k] for k in ("device_ids", "output_device") if bound.arguments.get(k) is not None}
+        positional = list(args)
+        given: dict[str, Any] = {}
+        for position, key in enumerate(("device_ids", "output_device")):
+            if kwargs.get(key) is not None:
+                given[key] = kwargs[key]
+            elif len(positional) > position and positional[position] is not None:
+                given[key] = positional[position]
         if given and is_user_frame(frame):
             shown = ", ".join(f"{k}={v!r}" for k, v in given.items())
             sites.record(frame, f"DistributedDataParallel(model, {shown})", "DistributedDataParallel(model)", "NM402")
-            for key in given:
-                del bound.arguments[key]
-        original(*bound.args, **bound.kwargs)
+            for position, key in enumerate(("device_ids", "output_device")):
+                kwargs.pop(key, None)
+                if len(positional) > position:
+                    positional[position] = None
+        original(self, module, *positional, **kwargs)
 
     return __init__
 

@@ -55,7 +55,7 @@ def _wrap_to(original: Callable[..., Any], owner: str) -> Callable[..., Any]:
 
 def _cuda_target(device: Any) -> Any:
     if device is None:
-        return "neuron"
+        return f"neuron:{torch.neuron.current_device()}"
     if isinstance(device, int):
         return f"neuron:{device}"
     return to_neuron(device) if names_cuda(device) else device

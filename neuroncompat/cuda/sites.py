@@ -150,7 +150,8 @@ def write_at_exit() -> None:
         except OSError as exc:
             print(f"neuroncompat: could not write the CUDA redirect log: {exc}", file=sys.stderr)
             path = None
-        if os.environ.get("RANK", "0") == "0":
+        # Under `neuroncompat simulate` the report shows the merged log instead.
+        if os.environ.get("RANK", "0") == "0" and not os.environ.get("NEURONCOMPAT_SIMULATE_RECORD"):
             print(summary(sites, path), file=sys.stderr)
 
     atexit.register(at_exit)
