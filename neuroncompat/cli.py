@@ -25,6 +25,9 @@ def main() -> None:
 
 @main.command(help="Report Neuron detection, torch-neuronx kind, visible cores, library versions and each patch's state.")
 def doctor() -> None:
+    from neuroncompat import cuda
+
+    cuda.stand_down_in_launcher()
     for line in doctor_report.report():
         click.echo(line)
 
