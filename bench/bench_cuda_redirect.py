@@ -160,8 +160,13 @@ def redirect_on_ms() -> float:
     """Milliseconds that ``cuda.redirect()`` takes in a fresh process (best of 3)."""
     runs = []
     for _ in range(3):
-        out = subprocess.run([sys.executable, "-c", IMPORT_PROBE], capture_output=True, text=True, check=True,
-                             env={k: v for k, v in os.environ.items() if not k.startswith("NEURONCOMPAT_")})
+        out = subprocess.run(
+            [sys.executable, "-c", IMPORT_PROBE],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith("NEURONCOMPAT_")},
+        )
         runs.append(float(out.stdout.split()[-1]))
     return min(runs)
 
@@ -188,8 +193,11 @@ def main() -> None:
     migrated_ms = statistics.median(times["migrated"]) * 1e3
     redirect_ms = statistics.median(times["redirect"]) * 1e3
     result = {
-        "steps": args.steps, "block": args.block, "warmup": args.warmup,
-        "migrated_ms": round(migrated_ms, 2), "redirect_ms": round(redirect_ms, 2),
+        "steps": args.steps,
+        "block": args.block,
+        "warmup": args.warmup,
+        "migrated_ms": round(migrated_ms, 2),
+        "redirect_ms": round(redirect_ms, 2),
         "ratio_redirect_migrated": round(redirect_ms / migrated_ms, 3),
         "per_call_ns": {k: {s: round(v, 1) for s, v in row.items()} for k, row in calls.items()},
         "redirect_on_ms": round(on_ms, 1),
@@ -197,8 +205,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"training step on simulated neuron:0, tiny qwen3, batch {BATCH}x{SEQ}, bf16 autocast, "
-          f"median of {args.steps} steps per variant, ABBA blocks of {args.block}")
+    print(
+        f"training step on simulated neuron:0, tiny qwen3, batch {BATCH}x{SEQ}, bf16 autocast, "
+        f"median of {args.steps} steps per variant, ABBA blocks of {args.block}"
+    )
     print(f"{'variant':<34}{'step ms':>10}")
     print(f"{'migrated script, redirect off':<34}{migrated_ms:>10.2f}")
     print(f"{'CUDA script, redirect on':<34}{redirect_ms:>10.2f}")

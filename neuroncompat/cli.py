@@ -52,10 +52,21 @@ def run(argv: tuple[str, ...]) -> None:
 @click.option("--graph-cost", type=click.FloatRange(min=0), default=DEFAULT_GRAPH_COST, show_default=True, help="Seconds one Neuron compilation takes on hardware.")
 @click.option("--max-shapes", type=click.IntRange(min=1), default=DEFAULT_MAX_SHAPES, show_default=True, help="Warn about a location that compiles more shapes than this.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, help="Write the report to this file instead of stdout.")
-@click.option("--cuda-redirect", is_flag=True, help="Run the unmodified CUDA script with NEURONCOMPAT_CUDA=redirect and report each redirected call site.")
+@click.option(
+    "--cuda-redirect",
+    is_flag=True,
+    help="Run the unmodified CUDA script with NEURONCOMPAT_CUDA=redirect (docs/cuda_redirect.md) and report each "
+    "redirected call site.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def simulate(
-    cores: int | None, fmt: str, graph_cost: float, max_shapes: int, output: str | None, cuda_redirect: bool, command: tuple[str, ...]
+    cores: int | None,
+    fmt: str,
+    graph_cost: float,
+    max_shapes: int,
+    output: str | None,
+    cuda_redirect: bool,
+    command: tuple[str, ...],
 ) -> None:
     from neuroncompat import cuda
 

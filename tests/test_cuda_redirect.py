@@ -61,14 +61,23 @@ def test_caller_rule_separates_user_code_from_libraries(tmp_path: Path, monkeypa
     from neuroncompat.cuda import callers
 
     callers.reset()
-    library = [torch.__file__, transformers.__file__, accelerate.__file__, stdlib_json.__file__, click.__file__,
-               "<frozen importlib._bootstrap>", "<eval_with_key>.3"]
+    library = [
+        torch.__file__,
+        transformers.__file__,
+        accelerate.__file__,
+        stdlib_json.__file__,
+        click.__file__,
+        "<frozen importlib._bootstrap>",
+        "<eval_with_key>.3",
+    ]
     user = [str(HERE), str(tmp_path / "train.py"), "<stdin>", "<string>", "<ipython-input-3-1a2b>"]
     assert [callers.is_user_file(f) for f in library] == [False] * len(library)
     assert [callers.is_user_file(f) for f in user] == [True] * len(user)
 
     # A vendored package in site-packages can be redirected on request; torch never can.
-    monkeypatch.setenv(callers.USER_PATHS_ENV, os.pathsep.join([os.path.dirname(click.__file__), os.path.dirname(torch.__file__)]))
+    monkeypatch.setenv(
+        callers.USER_PATHS_ENV, os.pathsep.join([os.path.dirname(click.__file__), os.path.dirname(torch.__file__)])
+    )
     callers.reset()
     try:
         assert callers.is_user_file(click.__file__)
@@ -87,7 +96,9 @@ def test_user_code_sees_a_device_while_libraries_take_their_neuron_paths(redirec
     assert TrainingArguments(output_dir=str(tmp_path)).device == torch.device("neuron", 0)
     assert PartialState().device.type == "neuron"
     assert not is_torch_cuda_available()
-    probe = _library_function("def probe():\n    return torch.cuda.is_available(), torch.cuda.device_count()\n", "probe")
+    probe = _library_function(
+        "def probe():\n    return torch.cuda.is_available(), torch.cuda.device_count()\n", "probe"
+    )
     assert probe() == (False, 0)
 
 
@@ -243,9 +254,13 @@ def test_log_names_each_site_once_with_its_rule(redirected: object, tmp_path: Pa
 # -- off by default, refusal ---------------------------------------------------------------------
 @pytest.mark.slow
 def test_off_by_default_nothing_changes() -> None:
-    code = ("import sys, neuroncompat, torch\n"
-            "print(torch.cuda.is_available(), torch.cuda.is_available.__module__, 'neuroncompat.cuda' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], env=simulated_env(), capture_output=True, text=True, timeout=300)
+    code = (
+        "import sys, neuroncompat, torch\n"
+        "print(torch.cuda.is_available(), torch.cuda.is_available.__module__, 'neuroncompat.cuda' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=simulated_env(), capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "torch.cuda", "False"]
 
@@ -253,8 +268,13 @@ def test_off_by_default_nothing_changes() -> None:
 @pytest.mark.slow
 def test_refuses_without_neuron_or_simulator() -> None:
     env = simulated_env(NEURONCOMPAT_SIMULATE="0", NEURONCOMPAT_CUDA="redirect")
-    result = subprocess.run([sys.executable, "-c", "import neuroncompat\nimport torch\nprint('ran')"],
-                            env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", "import neuroncompat\nimport torch\nprint('ran')"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode != 0 and "ran" not in result.stdout
     assert "RedirectUnavailable: NEURONCOMPAT_CUDA=redirect needs a Neuron device" in result.stderr
     assert "neuroncompat simulate --cuda-redirect" in result.stderr

@@ -36,8 +36,14 @@ run(sys.argv[1:])
 
 
 def _run(command: list[str], workdir: Path, log: Path, redirect: bool = True) -> subprocess.CompletedProcess[str]:
-    extra = {"NEURONCOMPAT_CUDA": "redirect", "NEURONCOMPAT_CUDA_LOG": str(log)} if redirect else {"NEURONCOMPAT_SIMULATE": "0"}
-    result = subprocess.run(command, env=simulated_env(**extra), cwd=workdir, capture_output=True, text=True, timeout=900)
+    extra = (
+        {"NEURONCOMPAT_CUDA": "redirect", "NEURONCOMPAT_CUDA_LOG": str(log)}
+        if redirect
+        else {"NEURONCOMPAT_SIMULATE": "0"}
+    )
+    result = subprocess.run(
+        command, env=simulated_env(**extra), cwd=workdir, capture_output=True, text=True, timeout=900
+    )
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     return result
 
@@ -66,14 +72,18 @@ def _cpu_bf16_tokens(model_dir: Path, prompt: str, new_tokens: int) -> list[int]
     inputs = tokenizer(prompt, return_tensors="pt")
     with torch.no_grad():
         output = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False)
-    return output[0, inputs["input_ids"].shape[1]:].tolist()
+    return output[0, inputs["input_ids"].shape[1] :].tolist()
 
 
 def test_chat_script_gives_the_cpu_bf16_greedy_tokens(run_workdir: Path, tmp_path: Path) -> None:
     prompt = _prompt(run_workdir)
     out = tmp_path / "tokens.json"
-    _redirected("chat_generate.py", ["--model_name_or_path", "model", "--prompt", prompt, "--max_new_tokens", "8",
-                                     "--output_file", str(out)], run_workdir, tmp_path / "log")
+    _redirected(
+        "chat_generate.py",
+        ["--model_name_or_path", "model", "--prompt", prompt, "--max_new_tokens", "8", "--output_file", str(out)],
+        run_workdir,
+        tmp_path / "log",
+    )
     assert json.loads(out.read_text()) == _cpu_bf16_tokens(run_workdir / "model", prompt, 8)
     calls = {(s["call"], s["rule"]) for s in _logged(tmp_path / "log")}
     assert ("from_pretrained(device_map='cuda')", "NM105") in calls
@@ -83,9 +93,15 @@ def test_chat_script_gives_the_cpu_bf16_greedy_tokens(run_workdir: Path, tmp_pat
 def test_pipeline_on_gpu0_gives_the_cpu_bf16_text(run_workdir: Path, tmp_path: Path) -> None:
     args = ["--model_name_or_path", "model", "--prompt", _prompt(run_workdir), "--max_new_tokens", "8"]
     # As written, the script runs its pipeline in bf16 on the CPU where CUDA is absent: the reference.
-    _run([sys.executable, str(FIXTURES / "pipeline_gpu0.py"), *args, "--output_file", str(tmp_path / "cpu.json")],
-         run_workdir, tmp_path, redirect=False)
-    stdout = _redirected("pipeline_gpu0.py", [*args, "--output_file", str(tmp_path / "neuron.json")], run_workdir, tmp_path / "log")
+    _run(
+        [sys.executable, str(FIXTURES / "pipeline_gpu0.py"), *args, "--output_file", str(tmp_path / "cpu.json")],
+        run_workdir,
+        tmp_path,
+        redirect=False,
+    )
+    stdout = _redirected(
+        "pipeline_gpu0.py", [*args, "--output_file", str(tmp_path / "neuron.json")], run_workdir, tmp_path / "log"
+    )
     assert "pipeline device: neuron:0" in stdout
     cpu, neuron = (json.loads((tmp_path / f"{side}.json").read_text()) for side in ("cpu", "neuron"))
     assert cpu.strip() and neuron == cpu
@@ -93,9 +109,23 @@ def test_pipeline_on_gpu0_gives_the_cpu_bf16_text(run_workdir: Path, tmp_path: P
 
 def test_argparse_device_cuda_training_matches_the_cpu_losses(run_workdir: Path, tmp_path: Path) -> None:
     args = ["--model_name_or_path", "model", "--train_file", "train.txt", "--max_steps", "3"]
-    cpu = _run([sys.executable, str(FIXTURES / "argparse_train.py"), *args, "--device", "cpu", "--output_dir", str(tmp_path / "cpu")],
-               run_workdir, tmp_path, redirect=False).stdout
-    neuron = _redirected("argparse_train.py", [*args, "--output_dir", str(tmp_path / "neuron")], run_workdir, tmp_path / "log")
+    cpu = _run(
+        [
+            sys.executable,
+            str(FIXTURES / "argparse_train.py"),
+            *args,
+            "--device",
+            "cpu",
+            "--output_dir",
+            str(tmp_path / "cpu"),
+        ],
+        run_workdir,
+        tmp_path,
+        redirect=False,
+    ).stdout
+    neuron = _redirected(
+        "argparse_train.py", [*args, "--output_dir", str(tmp_path / "neuron")], run_workdir, tmp_path / "log"
+    )
     cpu_losses, neuron_losses = losses(cpu), losses(neuron)
     assert len(neuron_losses) == 3 and all(math.isfinite(x) for x in neuron_losses)
     assert neuron_losses == pytest.approx(cpu_losses, rel=1e-3)
@@ -105,10 +135,24 @@ def test_argparse_device_cuda_training_matches_the_cpu_losses(run_workdir: Path,
 
 
 def test_ddp_amp_grad_scaler_under_torchrun_with_two_ranks(run_workdir: Path, tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
-               "-m", "neuroncompat", str(FIXTURES / "ddp_amp.py"), "--model_name_or_path", "model", "--train_file", "train.txt"]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        "-m",
+        "neuroncompat",
+        str(FIXTURES / "ddp_amp.py"),
+        "--model_name_or_path",
+        "model",
+        "--train_file",
+        "train.txt",
+    ]
     # torchrun ... -m neuroncompat, with the probe in front of the shim's runner in each rank.
-    command[command.index("-m", 3):command.index("-m", 3) + 2] = ["--no-python", sys.executable, "-c", RANK_PROBE]
+    command[command.index("-m", 3) : command.index("-m", 3) + 2] = ["--no-python", sys.executable, "-c", RANK_PROBE]
     result = _run(command, run_workdir, tmp_path / "log")
     peaks = dict(re.findall(r"NEURON_PEAK_BYTES (\d) (\d+)", result.stdout))
     assert set(peaks) == {"0", "1"} and all(int(v) > 0 for v in peaks.values()), result.stdout[-2000:]
@@ -123,13 +167,41 @@ def test_ddp_amp_grad_scaler_under_torchrun_with_two_ranks(run_workdir: Path, tm
 
 def test_accelerate_fp16_loop_through_neuroncompat_simulate(run_workdir: Path, tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
-    command = [sys.executable, "-m", "neuroncompat.cli", "simulate", "--cuda-redirect", "--format", "json", "-o", str(report_path),
-               "--", "accelerate", "launch", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-               "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-               str(FIXTURES / "accelerate_fp16.py"), "--model_name_or_path", "model", "--train_file", "train.txt"]
+    command = [
+        sys.executable,
+        "-m",
+        "neuroncompat.cli",
+        "simulate",
+        "--cuda-redirect",
+        "--format",
+        "json",
+        "-o",
+        str(report_path),
+        "--",
+        "accelerate",
+        "launch",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+        str(FIXTURES / "accelerate_fp16.py"),
+        "--model_name_or_path",
+        "model",
+        "--train_file",
+        "train.txt",
+    ]
     result = subprocess.run(command, env=simulated_env(), cwd=run_workdir, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
-    assert "distributed type: DistributedType.MULTI_NEURON, device: neuron:0, mixed precision: bf16, cuda available: True" in result.stdout
+    assert (
+        "distributed type: DistributedType.MULTI_NEURON, device: neuron:0, mixed precision: bf16, cuda available: True"
+        in result.stdout
+    )
     report = json.loads(report_path.read_text())
     assert [r["rank"] for r in report["ranks"]] == [0, 1]
     assert all(r["eager_shapes"] >= 1 for r in report["ranks"]), "no forward ran on the neuron device"

@@ -91,7 +91,8 @@ def redirect() -> None:
         _patch = patch
     logger.warning(
         "[cuda_redirect] CUDA calls from user code run on the NeuronCore (torch.cuda.*, 'cuda' devices, .cuda(), "
-        "CUDA autocast/GradScaler, nccl); libraries see the real device. Redirected call sites are logged to %s at exit.",
+        "CUDA autocast/GradScaler, nccl); libraries see the real device. "
+        "Redirected call sites are logged to %s at exit.",
         sites.log_directory(),
     )
 

@@ -33,7 +33,9 @@ def _neuron_dtype(dtype: torch.dtype | None) -> torch.dtype:
 
 
 def _autocast_function(original: type, call: str) -> Callable[..., Any]:
-    def autocast(device_type: str, dtype: torch.dtype | None = None, enabled: bool = True, cache_enabled: bool | None = None) -> Any:
+    def autocast(
+        device_type: str, dtype: torch.dtype | None = None, enabled: bool = True, cache_enabled: bool | None = None
+    ) -> Any:
         if device_type == "cuda":
             frame = sys._getframe(1)
             if is_user_frame(frame):
@@ -69,7 +71,9 @@ def _grad_scaler(real: type) -> type:
         def __init__(self, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
             frame = sys._getframe(1)
             if device == "cuda" and is_user_frame(frame):
-                sites.record(frame, 'torch.amp.GradScaler("cuda")', 'torch.amp.GradScaler("neuron", enabled=False)', "NM205")
+                sites.record(
+                    frame, 'torch.amp.GradScaler("cuda")', 'torch.amp.GradScaler("neuron", enabled=False)', "NM205"
+                )
                 super().__init__("neuron", enabled=False)
                 return
             super().__init__(device, *args, **kwargs)

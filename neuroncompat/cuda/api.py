@@ -67,7 +67,9 @@ def _set_device(device: Any) -> None:
 
 def _stream(device: Any = None, priority: int = 0, **kwargs: Any) -> Any:
     index = index_of(device)
-    return torch.Stream(device=torch.device("neuron", torch.neuron.current_device() if index is None else index), priority=priority)
+    return torch.Stream(
+        device=torch.device("neuron", torch.neuron.current_device() if index is None else index), priority=priority
+    )
 
 
 _STATS = "torch.neuron.{}()"
@@ -91,7 +93,9 @@ MAPPED: dict[str, Mapping] = {
     "get_arch_list": Mapping(lambda: [], "[] (no CUDA architectures)", "NM904"),
     "is_bf16_supported": Mapping(lambda *a, **k: True, "True (bf16 runs on every NeuronCore)"),
     "is_tf32_supported": Mapping(lambda: False, "False (no TF32 on Neuron)", "NM206"),
-    "can_device_access_peer": Mapping(lambda *a: False, "False (NeuronCores exchange data through collectives)", "NM903"),
+    "can_device_access_peer": Mapping(
+        lambda *a: False, "False (NeuronCores exchange data through collectives)", "NM903"
+    ),
     "is_current_stream_capturing": Mapping(lambda: False, "False (no CUDA graph capture)", "NM903"),
     "manual_seed": Mapping(_neuron_plain("manual_seed_all"), "torch.neuron.manual_seed_all()"),
     "manual_seed_all": Mapping(_neuron_plain("manual_seed_all"), "torch.neuron.manual_seed_all()"),
@@ -106,18 +110,31 @@ MAPPED: dict[str, Mapping] = {
     ),
     "set_rng_state_all": Mapping(_neuron_plain("set_rng_state_all"), "torch.neuron.set_rng_state_all()"),
     "memory_allocated": Mapping(_neuron("memory_allocated", "memory_allocated"), _STATS.format("memory_allocated")),
-    "max_memory_allocated": Mapping(_neuron("max_memory_allocated", "max_memory_allocated"), _STATS.format("max_memory_allocated")),
+    "max_memory_allocated": Mapping(
+        _neuron("max_memory_allocated", "max_memory_allocated"), _STATS.format("max_memory_allocated")
+    ),
     "memory_reserved": Mapping(_neuron("memory_reserved", "memory_reserved"), _STATS.format("memory_reserved")),
-    "max_memory_reserved": Mapping(_neuron("max_memory_reserved", "max_memory_reserved"), _STATS.format("max_memory_reserved")),
+    "max_memory_reserved": Mapping(
+        _neuron("max_memory_reserved", "max_memory_reserved"), _STATS.format("max_memory_reserved")
+    ),
     "memory_cached": Mapping(_neuron("memory_reserved", "memory_reserved"), _STATS.format("memory_reserved")),
-    "max_memory_cached": Mapping(_neuron("max_memory_reserved", "max_memory_reserved"), _STATS.format("max_memory_reserved")),
+    "max_memory_cached": Mapping(
+        _neuron("max_memory_reserved", "max_memory_reserved"), _STATS.format("max_memory_reserved")
+    ),
     "memory_stats": Mapping(_neuron("memory_stats", "memory_stats"), _STATS.format("memory_stats")),
-    "reset_peak_memory_stats": Mapping(_neuron("reset_peak_memory_stats", "reset_peak_memory_stats"), _STATS.format("reset_peak_memory_stats")),
-    "reset_max_memory_allocated": Mapping(_neuron("reset_peak_memory_stats", "reset_peak_memory_stats"), _STATS.format("reset_peak_memory_stats")),
-    "reset_max_memory_cached": Mapping(_neuron("reset_peak_memory_stats", "reset_peak_memory_stats"), _STATS.format("reset_peak_memory_stats")),
+    "reset_peak_memory_stats": Mapping(
+        _neuron("reset_peak_memory_stats", "reset_peak_memory_stats"), _STATS.format("reset_peak_memory_stats")
+    ),
+    "reset_max_memory_allocated": Mapping(
+        _neuron("reset_peak_memory_stats", "reset_peak_memory_stats"), _STATS.format("reset_peak_memory_stats")
+    ),
+    "reset_max_memory_cached": Mapping(
+        _neuron("reset_peak_memory_stats", "reset_peak_memory_stats"), _STATS.format("reset_peak_memory_stats")
+    ),
     "memory_summary": Mapping(
         lambda device=None, abbreviated=False: runtime.memory_summary(index_of(device), abbreviated),
-        "a summary of torch.neuron's memory counters", None,
+        "a summary of torch.neuron's memory counters",
+        None,
     ),
     "mem_get_info": Mapping(
         lambda device=None: runtime.mem_get_info(index_of(device)), "(total - reserved, total) of the NeuronCore"
@@ -131,20 +148,53 @@ MAPPED: dict[str, Mapping] = {
 # Classes: called from user code they build the Neuron object; isinstance keeps meaning the real class.
 CLASSES: dict[str, Mapping] = {
     "Stream": Mapping(_stream, "torch.Stream on the NeuronCore", "NM903"),
-    "Event": Mapping(runtime.HostTimedEvent, "a host-timed event: waits for the NeuronCore, then time.perf_counter()", "NM903"),
-    "device": Mapping(lambda device: runtime.device_context(index_of(device)), "that NeuronCore made current in the block"),
+    "Event": Mapping(
+        runtime.HostTimedEvent, "a host-timed event: waits for the NeuronCore, then time.perf_counter()", "NM903"
+    ),
+    "device": Mapping(
+        lambda device: runtime.device_context(index_of(device)), "that NeuronCore made current in the block"
+    ),
 }
 
-_MEMORY_FIX = "remove it: the Neuron runtime manages NeuronCore memory itself (torch.cuda.memory_allocated() and max_memory_allocated() are redirected)"
+_MEMORY_FIX = (
+    "remove it: the Neuron runtime manages NeuronCore memory itself "
+    "(torch.cuda.memory_allocated() and max_memory_allocated() are redirected)"
+)
 _MONITOR_FIX = "read NeuronCore utilization and memory with neuron-top or neuron-monitor, outside the script"
 _GRAPH_FIX = "remove the CUDA graph capture: torch.compile(model, backend='neuron') compiles the whole graph"
 NO_EQUIVALENT: dict[str, str] = {
-    **dict.fromkeys(("utilization", "temperature", "power_draw", "clock_rate", "memory_usage", "device_memory_used", "list_gpu_processes"), _MONITOR_FIX),
     **dict.fromkeys(
-        ("set_per_process_memory_fraction", "get_per_process_memory_fraction", "caching_allocator_alloc", "caching_allocator_delete",
-         "caching_allocator_enable", "caching_allocator_disabled", "change_current_allocator", "get_allocator_backend", "use_mem_pool",
-         "memory_snapshot", "memory_stats_as_nested_dict", "reset_accumulated_memory_stats", "host_memory_stats",
-         "host_memory_stats_as_nested_dict", "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats", "ipc_collect"),
+        (
+            "utilization",
+            "temperature",
+            "power_draw",
+            "clock_rate",
+            "memory_usage",
+            "device_memory_used",
+            "list_gpu_processes",
+        ),
+        _MONITOR_FIX,
+    ),
+    **dict.fromkeys(
+        (
+            "set_per_process_memory_fraction",
+            "get_per_process_memory_fraction",
+            "caching_allocator_alloc",
+            "caching_allocator_delete",
+            "caching_allocator_enable",
+            "caching_allocator_disabled",
+            "change_current_allocator",
+            "get_allocator_backend",
+            "use_mem_pool",
+            "memory_snapshot",
+            "memory_stats_as_nested_dict",
+            "reset_accumulated_memory_stats",
+            "host_memory_stats",
+            "host_memory_stats_as_nested_dict",
+            "reset_accumulated_host_memory_stats",
+            "reset_peak_host_memory_stats",
+            "ipc_collect",
+        ),
         _MEMORY_FIX,
     ),
     **dict.fromkeys(("make_graphed_callables", "graph_pool_handle"), _GRAPH_FIX),
@@ -180,7 +230,8 @@ def _refusing(name: str, original: Callable[..., Any], fix: str) -> Callable[...
             return original(*args, **kwargs)
         sites.record(frame, call, "error: no Neuron equivalent", "NM903")
         raise CudaRedirectError(
-            f"{call} at {_location(frame)} has no Neuron equivalent, so NEURONCOMPAT_CUDA=redirect cannot run it. Fix: {fix}."
+            f"{call} at {_location(frame)} has no Neuron equivalent, so NEURONCOMPAT_CUDA=redirect "
+            f"cannot run it. Fix: {fix}."
         )
 
     return stand_in
@@ -208,7 +259,9 @@ class _StandInClass(type):
 
 
 def _stand_in_class(name: str, real: type, mapping: Mapping) -> type:
-    return _StandInClass(name, (), {"_real": real, "_mapping": mapping, "_call": f"torch.cuda.{name}()", "__doc__": real.__doc__})
+    return _StandInClass(
+        name, (), {"_real": real, "_mapping": mapping, "_call": f"torch.cuda.{name}()", "__doc__": real.__doc__}
+    )
 
 
 def public_functions() -> dict[str, Callable[..., Any]]:

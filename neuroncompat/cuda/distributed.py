@@ -36,7 +36,9 @@ def _wrap_init(original: Callable[..., Any]) -> Callable[..., Any]:
         neuron_backend = dist.Backend.default_device_backend_map.get("neuron")
         if isinstance(requested, str) and "nccl" in requested.lower() and neuron_backend is not None:
             translated = _translate(requested, neuron_backend)
-            sites.record(sys._getframe(1), f'init_process_group("{requested}")', f'init_process_group("{translated}")', "NM401")
+            sites.record(
+                sys._getframe(1), f'init_process_group("{requested}")', f'init_process_group("{translated}")', "NM401"
+            )
             bound.arguments["backend"] = translated
         return original(*bound.args, **bound.kwargs)
 
@@ -49,7 +51,9 @@ def _wrap_is_nccl_available(original: Callable[[], bool]) -> Callable[[], bool]:
         frame = sys._getframe(1)
         if not is_user_frame(frame):
             return original()
-        sites.record(frame, "torch.distributed.is_nccl_available()", 'True ("nccl" runs on the neuron backend)', "NM401")
+        sites.record(
+            frame, "torch.distributed.is_nccl_available()", 'True ("nccl" runs on the neuron backend)', "NM401"
+        )
         return True
 
     return is_nccl_available

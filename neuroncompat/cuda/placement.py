@@ -31,10 +31,34 @@ from neuroncompat.cuda.devices import names_cuda, to_neuron, translate
 from neuroncompat.patch import Patch
 
 FACTORIES = (
-    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "range",
-    "linspace", "logspace", "eye", "tensor", "as_tensor", "scalar_tensor", "empty_strided",
-    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
-    "tril_indices", "triu_indices", "normal", "sparse_coo_tensor",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "arange",
+    "range",
+    "linspace",
+    "logspace",
+    "eye",
+    "tensor",
+    "as_tensor",
+    "scalar_tensor",
+    "empty_strided",
+    "zeros_like",
+    "ones_like",
+    "empty_like",
+    "full_like",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "tril_indices",
+    "triu_indices",
+    "normal",
+    "sparse_coo_tensor",
 )
 NEW_METHODS = ("new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "new_empty_strided")
 
@@ -128,8 +152,12 @@ def _wrap_load(original: Callable[..., Any]) -> Callable[..., Any]:
             target = next(to_neuron(v) for v in location.values() if names_cuda(v))
         if target is None:
             return original(*args, **kwargs)
-        sites.record(sys._getframe(1), f"torch.load(map_location={location!r})",
-                     f"torch.load(map_location='cpu') then .to({str(target)!r})", "NM102")
+        sites.record(
+            sys._getframe(1),
+            f"torch.load(map_location={location!r})",
+            f"torch.load(map_location='cpu') then .to({str(target)!r})",
+            "NM102",
+        )
         kwargs["map_location"] = "cpu"
         return _to_device(original(*args, **kwargs), target)
 
@@ -154,8 +182,12 @@ def wrap_from_pretrained(original: classmethod) -> classmethod:
         if requested is not None:
             mapped = _device_map(requested)
             if mapped is not None:
-                sites.record(sys._getframe(1), f"from_pretrained(device_map={requested!r})",
-                             f"from_pretrained(device_map={mapped!r})", "NM105")
+                sites.record(
+                    sys._getframe(1),
+                    f"from_pretrained(device_map={requested!r})",
+                    f"from_pretrained(device_map={mapped!r})",
+                    "NM105",
+                )
                 kwargs["device_map"] = mapped
         return function(cls, *args, **kwargs)
 

@@ -46,7 +46,11 @@ def memory_summary(device: int | None = None, abbreviated: bool = False) -> str:
     mib = 1024 * 1024
     allocated = neuron_call("memory_allocated", "memory_allocated")(index)
     peak = neuron_call("max_memory_allocated", "max_memory_allocated")(index)
-    reserved = neuron_call("memory_reserved", "memory_reserved")(index) if hasattr(torch.neuron, "memory_reserved") else allocated
+    reserved = (
+        neuron_call("memory_reserved", "memory_reserved")(index)
+        if hasattr(torch.neuron, "memory_reserved")
+        else allocated
+    )
     lines = [
         f"|  NeuronCore memory summary, device neuron:{index} (NEURONCOMPAT_CUDA=redirect)  |",
         f"|  allocated: {allocated / mib:10.2f} MiB current, {peak / mib:10.2f} MiB peak  |",

@@ -46,7 +46,10 @@ def render_text(data: dict[str, Any]) -> str:
     for site in sites:
         rule = f"  [{site['rule']}]" if site["rule"] else ""
         ranks = ",".join(str(r) for r in site["ranks"])
-        lines.append(f"  {site['file']}:{site['line']}  {site['call']} -> {site['became']}{rule}  (rank {ranks}, {site['calls']} call(s))")
+        lines.append(
+            f"  {site['file']}:{site['line']}  {site['call']} -> {site['became']}{rule}"
+            f"  (rank {ranks}, {site['calls']} call(s))"
+        )
     if data["migrate_command"]:
         lines.append(f"  make it permanent: {data['migrate_command']}")
     return "\n".join(lines)
