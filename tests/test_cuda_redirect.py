@@ -286,3 +286,30 @@ def test_redirect_call_refuses_without_neuron() -> None:
     with pytest.raises(cuda.RedirectUnavailable, match="needs a Neuron device"):
         cuda.redirect()
     assert not cuda.is_redirected()
+
+
+def test_torch_compile_traces_through_the_wrapped_entry_points(redirected: object) -> None:
+    """Library code compiled for Neuron (factories, autocast on the tensor's device) stays one graph."""
+    from neuroncompat import simulator
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        y = x + torch.arange(4, device=x.device) + torch.zeros(4, device=x.device)
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            return (y @ y.T.to(x.dtype)).float()
+
+    compiled = torch.compile(forward, backend="neuron", fullgraph=True)
+    x = torch.ones(4, 4, device="cuda")
+    assert torch.allclose(compiled(x).cpu(), forward(x).cpu())
+    assert len(simulator.compiles()) == 1
+
+
+def test_meta_device_construction_still_sees_the_factories(redirected: object, tiny_llama: Path) -> None:
+    """transformers builds models under ``torch.device("meta")``; non-persistent buffers (RoPE) must
+    come out initialised, as without the redirect."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        assert torch.arange(3).device.type == "meta"
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama).to("cuda")
+    expected = AutoModelForCausalLM.from_pretrained(tiny_llama).model.rotary_emb.inv_freq
+    assert torch.equal(model.model.rotary_emb.inv_freq.cpu(), expected)

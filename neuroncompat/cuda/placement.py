@@ -194,8 +194,22 @@ def wrap_from_pretrained(original: classmethod) -> classmethod:
     return classmethod(from_pretrained)
 
 
+def _cache_torch_identity_sets() -> None:
+    """Let torch build its sets of factory functions from the originals, before they are wrapped.
+
+    ``torch.utils._device._device_constructors()`` (cached on first use) is how ``with
+    torch.device("meta"):`` recognises a factory call; built from the wrappers, it would miss the
+    originals, and transformers' meta-device model construction would leave non-persistent
+    buffers (RoPE ``inv_freq``) uninitialised.
+    """
+    from torch.utils import _device
+
+    _device._device_constructors()
+
+
 def install(patch: Patch) -> None:
     """Wrap the torch entry points listed in the module docstring."""
+    _cache_torch_identity_sets()
     tensor, module = torch.Tensor, torch.nn.Module
     tensor_to, module_to = tensor.to, module.to
     patch.replace(tensor, "to", _wrap_to(tensor_to, "Tensor"))
