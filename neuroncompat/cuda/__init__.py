@@ -77,7 +77,12 @@ def redirect() -> None:
 
         from neuroncompat.device import neuron_available
 
-        if not neuron_available() or torch.cuda.is_available():
+        if torch.cuda.is_available():
+            raise RedirectUnavailable(
+                f"{ENV}=redirect is for Neuron hosts, and this machine has CUDA GPUs: the script's CUDA calls already "
+                f"run there. Unset {ENV} (dry-run for Neuron on a machine without CUDA, or on a Trainium host)."
+            )
+        if not neuron_available():
             raise RedirectUnavailable(_unavailable_message())
         from neuroncompat.cuda import amp, api, distributed, placement
 
