@@ -313,3 +313,20 @@ def test_meta_device_construction_still_sees_the_factories(redirected: object, t
     model = AutoModelForCausalLM.from_pretrained(tiny_llama).to("cuda")
     expected = AutoModelForCausalLM.from_pretrained(tiny_llama).model.rotary_emb.inv_freq
     assert torch.equal(model.model.rotary_emb.inv_freq.cpu(), expected)
+
+
+def test_simulate_report_section_merges_the_ranks_logs(tmp_path: Path) -> None:
+    from neuroncompat.simulate import redirect_log
+
+    def site(line: int, call: str, rule: str | None, calls: int) -> dict:
+        return {"file": "train.py", "line": line, "call": call, "became": "x", "rule": rule, "calls": calls}
+
+    for rank, sites in ((0, [site(3, "torch.cuda.set_device()", "NM104", 1), site(9, "Tensor.cuda()", "NM101", 4)]),
+                        (1, [site(3, "torch.cuda.set_device()", "NM104", 1)])):
+        log = {"schema": "neuroncompat.cuda_redirect/1", "rank": rank, "pid": 100 + rank, "argv": [], "sites": sites}
+        (tmp_path / f"rank{rank}-{100 + rank}.json").write_text(json.dumps(log))
+    section = redirect_log.section(redirect_log.load(tmp_path))
+    assert [(s["line"], s["ranks"], s["calls"]) for s in section["sites"]] == [(3, [0, 1], 2), (9, [0], 4)]
+    assert section["migrate_command"] == "neuron-migrate --select NM101,NM104 --write train.py"
+    text = redirect_log.render_text(section)
+    assert "train.py:3  torch.cuda.set_device() -> x  [NM104]  (rank 0,1, 2 call(s))" in text
