@@ -164,6 +164,22 @@ def test_ddp_amp_grad_scaler_under_torchrun_with_two_ranks(run_workdir: Path, tm
         rules = {s["rule"] for s in json.loads(path.read_text())["sites"]}
         assert {"NM101", "NM104", "NM204", "NM205", "NM401", "NM402"} <= rules
 
+    # The bridge: the command the log prints rewrites the same sites in the source for good.
+    from neuroncompat.cuda.sites import Site, migrate_command
+
+    copy = tmp_path / "ddp_amp.py"
+    copy.write_text((FIXTURES / "ddp_amp.py").read_text())
+    sites = [Site(**{**s, "file": str(copy)}) for s in json.loads(logs[0].read_text())["sites"]]
+    command = migrate_command(sites).split()
+    assert command[:2] == ["neuron-migrate", "--select"] and command[3] == "--write"
+    migrated = subprocess.run(
+        [sys.executable, "-m", "migrate", *command[1:]], capture_output=True, text=True, timeout=300
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    source = copy.read_text().split('"""', 2)[2]  # the code, without the module docstring
+    assert "torch.cuda" not in source and '"nccl"' not in source and "device_ids" not in source
+    assert 'init_process_group("neuron")' in source and 'torch.autocast("neuron", dtype=torch.bfloat16)' in source
+
 
 def test_accelerate_fp16_loop_through_neuroncompat_simulate(run_workdir: Path, tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"

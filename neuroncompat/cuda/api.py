@@ -203,7 +203,7 @@ _GENERIC_FIX = "remove the call, or guard it with `if torch.version.cuda:` (None
 
 
 def _location(frame: Any) -> str:
-    return f"{sites._display(frame.f_code.co_filename)}:{frame.f_lineno}"
+    return f"{sites.display(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 def _redirecting(name: str, original: Callable[..., Any], mapping: Mapping) -> Callable[..., Any]:

@@ -49,7 +49,7 @@ _sites: dict[tuple[str, int, str], Site] = {}
 _exit_registered = False
 
 
-def _display(filename: str) -> str:
+def display(filename: str) -> str:
     """A path relative to the working directory when it lies below it."""
     if filename.startswith("<"):
         return filename
@@ -67,7 +67,7 @@ def record(frame: FrameType | None, call: str, became: str, rule: str | None) ->
     with _lock:
         site = _sites.get(key)
         if site is None:
-            site = _sites[key] = Site(_display(key[0]), key[1], call, became, rule)
+            site = _sites[key] = Site(display(key[0]), key[1], call, became, rule)
         site.calls += 1
 
 
