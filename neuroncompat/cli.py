@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import click
@@ -13,7 +14,7 @@ from neuroncompat.runner import main as run_script
 from neuroncompat.simulate import github as simulate_github
 from neuroncompat.simulate import launch as simulation
 from neuroncompat.simulate import markdown as simulate_markdown
-from neuroncompat.simulate import report
+from neuroncompat.simulate import redirect_log, report
 from neuroncompat.simulate import settings as simulate_settings
 from neuroncompat.simulate.op_findings import FALLBACK_ENV
 from neuroncompat.simulate.report import DEFAULT_GRAPH_COST, DEFAULT_MAX_SHAPES, STRICT_EXIT_CODE, STRICT_KINDS
@@ -30,6 +31,9 @@ def main() -> None:
 
 @main.command(help="Report Neuron detection, torch-neuronx kind, visible cores, library versions and each patch's state.")
 def doctor() -> None:
+    from neuroncompat import cuda
+
+    cuda.stand_down_in_launcher()
     for line in doctor_report.report():
         click.echo(line)
 
@@ -82,12 +86,23 @@ def run(argv: tuple[str, ...]) -> None:
     "--also", "also", multiple=True, metavar="FORMAT=PATH",
     help="Also write the report in FORMAT to PATH (repeatable), e.g. --also markdown=report.md.",
 )
+@click.option(
+    "--cuda-redirect",
+    is_flag=True,
+    help="Run the unmodified CUDA script with NEURONCOMPAT_CUDA=redirect (docs/cuda_redirect.md) and report each "
+    "redirected call site.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def simulate(
     cores: int | None, fmt: str, graph_cost: float | None, max_shapes: int | None, strict: bool | None,
     strict_kinds: tuple[str, ...], fallback_ops: tuple[str, ...], output: str | None, also: tuple[str, ...],
-    command: tuple[str, ...],
+    cuda_redirect: bool, command: tuple[str, ...],
 ) -> None:
+    from neuroncompat import cuda
+
+    cuda.stand_down_in_launcher()
+    if cuda_redirect:
+        os.environ[cuda.ENV] = cuda.MODE
     renderers = {
         "text": report.render_text, "json": report.render_json,
         "markdown": simulate_markdown.render, "github": simulate_github.render,
@@ -107,16 +122,23 @@ def simulate(
     ops = (*configured.cpu_fallback_ops, *fallback_ops)
     if ops:
         os.environ[FALLBACK_ENV] = ",".join(ops)  # read by the recorder in every simulated process
-    try:
-        exit_code, records = simulation.run(command, cores)
-    except simulation.UnsupportedCommand as exc:
-        raise click.UsageError(str(exc)) from exc
     cost = next((c for c in (graph_cost, configured.graph_cost) if c is not None), DEFAULT_GRAPH_COST)
     shapes = max_shapes or configured.max_shapes or DEFAULT_MAX_SHAPES
-    built = report.build(records, command, exit_code, cost, shapes, kinds)
+    with tempfile.TemporaryDirectory(prefix="neuroncompat-cuda-log-") as cuda_log:
+        if cuda.requested():
+            os.environ[cuda.sites.LOG_ENV] = cuda_log
+        try:
+            exit_code, records = simulation.run(command, cores)
+        except simulation.UnsupportedCommand as exc:
+            raise click.UsageError(str(exc)) from exc
+        built = report.build(records, command, exit_code, cost, shapes, kinds)
+        if cuda.requested():
+            built["cuda_redirect"] = redirect_log.section(redirect_log.load(cuda_log))
     for name, path in extra:
         path.write_text(renderers[name](built) + "\n")
     text = renderers[fmt](built)
+    if "cuda_redirect" in built and fmt == "text":
+        text += "\n" + redirect_log.render_text(built["cuda_redirect"])
     if output is None:
         click.echo(text)
     else:

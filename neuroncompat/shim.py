@@ -120,6 +120,7 @@ def start(skip: set[str] | list[str] | tuple[str, ...] = ()) -> None:
             if "logging" in sys.modules:
                 _logger().debug("neuroncompat: no Neuron device (%s); nothing patched", _detection.reason)
             neuron_missing_hint.install()
+            _cuda_redirect_from_env(on_neuron=False)
             return
         from neuroncompat import hooks
 
@@ -136,6 +137,15 @@ def start(skip: set[str] | list[str] | tuple[str, ...] = ()) -> None:
                 patch.detail = "disabled by NEURONCOMPAT_DISABLE" if by_env else "disabled by apply(skip=...)"
                 continue
             _start(patch)
+        _cuda_redirect_from_env(on_neuron=True)
+
+
+def _cuda_redirect_from_env(on_neuron: bool) -> None:
+    """``NEURONCOMPAT_CUDA=redirect`` (docs/cuda_redirect.md); nothing is imported when it is unset."""
+    if os.environ.get("NEURONCOMPAT_CUDA"):
+        from neuroncompat import cuda
+
+        cuda.start_from_env(on_neuron)
 
 
 def _start(patch: Patch) -> None:
@@ -220,6 +230,9 @@ def revert() -> None:
     with _lock:
         if "neuroncompat.hooks" in sys.modules:  # imported by the first patch that waited for a module
             sys.modules["neuroncompat.hooks"].cancel_all()
+        redirect = sys.modules.get("neuroncompat.cuda")
+        if redirect is not None:
+            redirect.undo()
         if _patches:
             from neuroncompat.patch import revert_all
 
