@@ -1,7 +1,8 @@
 """Route a file to the migrator for its kind: Python, notebook, YAML config or shell script.
 
 The kind comes from the suffix; an explicit file without a known suffix is a shell script when
-its first line is a `sh`/`bash` shebang and Python otherwise (the CLI always accepted any file
+its first line is a `sh`/`bash` shebang or it holds `#SBATCH` directives (a SLURM batch script,
+`job.slurm`, `train.sbatch` or no suffix at all), and Python otherwise (the CLI always accepted any file
 named on the command line as Python). Each migrator returns the same `FileResult`, so the
 runner, the writer and every report format treat all kinds alike.
 """
@@ -14,6 +15,7 @@ from migrate.discover import SUFFIXES
 from migrate.engine import FileResult, Options, migrate_source
 
 _SHELL_SHEBANG = re.compile(rb"#![^\n]*\b(?:ba)?sh\b")
+_SBATCH = re.compile(rb"^#SBATCH[ \t]", re.M)
 
 
 def file_kind(path: str, data: bytes) -> str:
@@ -22,7 +24,7 @@ def file_kind(path: str, data: bytes) -> str:
     kind = SUFFIXES.get(path[dot:].lower()) if dot > path.rfind("/") else None
     if kind is not None:
         return kind
-    return "shell" if _SHELL_SHEBANG.match(data) else "python"
+    return "shell" if _SHELL_SHEBANG.match(data) or _SBATCH.search(data) else "python"
 
 
 def migrate_file(data: bytes, path: str, options: Options = Options()) -> FileResult:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from migrate.configs import catalog
+from migrate.configs import catalog, cluster_catalog, k8s_catalog
 from migrate.registry import Rule
 from migrate.rules import (
     attention,
@@ -39,6 +39,7 @@ from migrate.rules import (
     quantization,
     settings,
     static_shapes,
+    tensor_parallel,
     todo,
     xla,
 )
@@ -58,10 +59,13 @@ RULE_FAMILIES: tuple[ModuleType, ...] = (
     drift,
     optimum_training,
     optimum_inference,
+    tensor_parallel,
     xla,
     todo,
     legacy_todos,
     catalog,
+    cluster_catalog,
+    k8s_catalog,
 )
 
 

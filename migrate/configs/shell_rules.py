@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from migrate.configs import cores
+from migrate.configs import cluster_shell, cores
 from migrate.configs.catalog import TODO_TEXT
 from migrate.configs.edits import Changes
 from migrate.configs.shell_syntax import Command, Word, commands, is_assignment
@@ -77,22 +77,34 @@ def _bash_problem(text: str) -> str | None:
     return proc.stderr.decode("utf-8", "replace").strip().splitlines()[0] if proc.stderr.strip() else "bash -n failed"
 
 
-def shell_rules(changes: Changes, view: str | None = None) -> None:
+def shell_rules(changes: Changes, view: str | None = None, cluster: bool | None = None) -> None:
     """Apply every shell rule to `changes.text`.
 
     `view` is the same text as the shell should read it, character for character (a notebook
     passes its `!` magic lines with the `!` blanked out); edits apply to `changes.text`.
+    `cluster` says the launch lines run on cluster nodes (NM821); by default, when the text is a
+    SLURM batch script, whose `#SBATCH` lines are migrated too.
     """
     found = commands(view if view is not None else changes.text)
     lnc = 1 if re.search(r"NEURON_LOGICAL_NC_CONFIG=['\"]?1\b", changes.text) else 2
+    if cluster is None:
+        cluster = cluster_shell.is_batch_script(changes.text)
+        if cluster:
+            cluster_shell.sbatch_headers(changes)
     for command in found:
         _visible_cores(changes, command, lnc)
+        cluster_shell.environment(changes, command, _logical_start(changes, command.start))
         if any("nvidia-smi" in w.raw and ("$(" in w.raw or "`" in w.raw) for w in command.words):
             _todo(changes, "NM815", command, TODO_TEXT["NM815"])
         program = command.program()
         if program is None:
             continue
         name = command.words[program].literal
+        if name == "srun":
+            inner = cluster_shell.inner_program(command, program)
+            if inner is None:
+                continue
+            program, name = inner, command.words[inner].literal
         compiled = name == "neuron_parallel_compile"
         if compiled and changes.enabled("NM812"):
             _drop_prefix(changes, command, program)
@@ -106,6 +118,11 @@ def shell_rules(changes: Changes, view: str | None = None) -> None:
             _todo(changes, "NM811", command, TODO_TEXT["NM811"])
         if name == "optimum-cli" and literals[:2] == ["export", "neuron"]:
             _todo(changes, "NM813", command, TODO_TEXT["NM813"])
+        if name == "optimum-cli":
+            cluster_shell.optimum_cli(changes, literals, _logical_start(changes, command.start))
+        if cluster and (name == "torchrun" or literals[:2] in (["-m", "torch.distributed.run"],
+                                                              ["-m", "torch.distributed.launch"])):
+            cluster_shell.processes_per_node(changes, command, _logical_start(changes, command.start), args)
         if name == "accelerate" and literals[:1] == ["launch"]:
             _gpu_ids(changes, command, args)
         if name == "nvidia-smi":
