@@ -31,6 +31,8 @@ _CACHE_FLAGS = ("--cache_dir", "--cache-dir")
 _DECLARE = frozenset({"export", "declare", "typeset", "local", "readonly"})
 _COMPILE_PASS_ENV = ("NEURON_PARALLEL_COMPILE", "NEURON_EXTRACT_GRAPHS_ONLY")
 _BF16_ENV = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
+_NCCL_LINE = re.compile(r"[ \t]*(?:export[ \t]+)?(NCCL_\w+)=[^\n]*(?:\n|$)")
+_CUDA_MODULE = re.compile(r"(?:cuda|cudnn|nccl|nvhpc)\b", re.I)
 
 
 def is_batch_script(text: str) -> bool:
@@ -110,12 +112,31 @@ def environment(changes: Changes, command: Command, anchor: int) -> None:
             changes.todo("NM825", anchor, TODO_TEXT["NM825"].format(name=name))
         elif name in _BF16_ENV:
             changes.todo("NM826", anchor, TODO_TEXT["NM826"].format(name=name))
-    if nccl:
-        changes.todo("NM822", anchor, TODO_TEXT["NM822"].format(names=", ".join(nccl)))
+    if nccl and not _NCCL_LINE.match(changes.text, _previous_line(changes, anchor)):
+        position = changes.line_end(command.end) + 1
+        while (line := _NCCL_LINE.match(changes.text, position)) and line.end() > position:
+            nccl.append(line.group(1))  # a block of NCCL lines gets one TODO, naming them all
+            position = line.end()
+        changes.todo("NM822", anchor, TODO_TEXT["NM822"].format(names=", ".join(dict.fromkeys(nccl))))
     for word in command.words:
         if "NEURON_EXTRACT_GRAPHS_ONLY" in word.raw and not is_assignment(word.raw):
             changes.todo("NM825", anchor, TODO_TEXT["NM825"].format(name="NEURON_EXTRACT_GRAPHS_ONLY"))
             break
+
+
+def _previous_line(changes: Changes, start: int) -> int:
+    """The start of the line before the one starting at `start` (0 for the first line)."""
+    return changes.line_start(start - 1) if start > 0 else len(changes.text)
+
+
+def module_load(changes: Changes, literals: list[str | None], anchor: int) -> None:
+    """NM820: `module load cuda/12.1` (environment modules) on a cluster node."""
+    if literals[:1] in (["load"], ["add"]):
+        cuda = [m for m in literals[1:] if m and _CUDA_MODULE.match(m)]
+        if cuda:
+            changes.todo("NM820", anchor, TODO_TEXT["NM820"].replace("name the partition or constraint of your "
+                         "Trainium (trn2) nodes instead", "load the Neuron SDK's environment instead, or delete it")
+                         .format(line="module load " + " ".join(cuda)))
 
 
 def optimum_cli(changes: Changes, literals: list[str | None], anchor: int) -> None:

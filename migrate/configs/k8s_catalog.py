@@ -21,6 +21,9 @@ TODO_TEXT = {
     "both": "nvidia.com/gpu is requested next to Neuron resources: remove it, Trainium nodes have no GPUs",
     "image": "{image} is a CUDA image: use " + NEURON_IMAGE,
     "instance": "{value} is a GPU instance type: select Trainium nodes instead (e.g. trn2.48xlarge)",
+    "visible": "CUDA_VISIBLE_DEVICES: the Neuron device plugin makes the granted NeuronCores visible itself; "
+               "delete this (a NEURON_RT_VISIBLE_CORES here would have to match the cores it grants)",
+    "toleration": "tolerates the taint of NVIDIA GPU nodes: tolerate the taint of your Trainium node group instead",
     "label": "{label} is a label of NVIDIA's GPU feature discovery: select Trainium nodes by "
              "node.kubernetes.io/instance-type (e.g. trn2.48xlarge) instead",
 }

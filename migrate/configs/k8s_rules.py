@@ -49,6 +49,8 @@ def manifest(changes: Changes, doc: MappingNode) -> None:
                 changes.todo("NM829", key.start_mark.index, TODO_TEXT["instance"].format(value=value.value))
             elif key.value.startswith("nvidia.com/gpu.") and type(value) is ScalarNode:
                 changes.todo("NM829", key.start_mark.index, TODO_TEXT["label"].format(label=key.value))
+            elif key.value == "key" and type(value) is ScalarNode and value.value == GPU_RESOURCE:
+                changes.todo("NM829", mapping.start_mark.index, TODO_TEXT["toleration"])
             elif key.value == "env" and type(value) is SequenceNode:
                 _env(changes, value)
         _container_command(changes, mapping)
@@ -98,6 +100,8 @@ def _env(changes: Changes, items: SequenceNode) -> None:
         at = item.start_mark.index
         if name.value.startswith("NCCL_"):
             changes.todo("NM822", at, CLUSTER_TODO["NM822"].format(names=name.value))
+        elif name.value == "CUDA_VISIBLE_DEVICES":
+            changes.todo("NM828", at, TODO_TEXT["visible"])
         elif name.value == "NEURON_COMPILE_CACHE_URL":
             if type(value) is ScalarNode and "://" not in shown and name.anchor is None and changes.enabled("NM824"):
                 start, end = name.start_mark.index, name.end_mark.index
@@ -117,11 +121,16 @@ def _env(changes: Changes, items: SequenceNode) -> None:
 
 
 class _Text:
-    """A shell text built from YAML scalars, with the file offset of each of its characters (-1: none)."""
+    """A shell text built from YAML scalars, with the file offset of each of its characters (-1: none).
+
+    `items` holds, for a text laid out from a sequence, each item's (start, end) in the text and
+    the file span that deletes the item (its line in a block sequence, its comma in a flow one).
+    """
 
     def __init__(self) -> None:
         self.text = ""
         self.where: list[int] = []
+        self.items: list[tuple[int, int, tuple[int, int] | None]] = []
 
     def add(self, text: str, where: list[int]) -> None:
         self.text += text
@@ -136,6 +145,15 @@ class _Text:
         if -1 in inside or inside != list(range(inside[0], inside[0] + len(inside))):
             return None
         return inside[0], inside[-1] + 1
+
+    def deletion(self, start: int, end: int) -> list[tuple[int, int]] | None:
+        """The file spans deleting whole items, when `text[start:end]` is exactly items and their separators."""
+        covered = [item for item in self.items if start <= item[0] and item[1] <= end]
+        if not covered or any(delete is None for _, _, delete in covered):
+            return None
+        rest = [c for i, c in enumerate(self.text[start:end], start)
+                if not any(a <= i < b for a, b, _ in covered)]
+        return [delete for _, _, delete in covered] if not "".join(rest).strip() else None  # type: ignore[misc]
 
 
 def _scalar_text(changes: Changes, node: ScalarNode) -> tuple[str, list[int]] | None:
@@ -184,14 +202,31 @@ def _container_command(changes: Changes, container: MappingNode) -> None:
                 _script(changes, item, item.start_mark.index)
         return
     text = _Text()
-    for item in items:
+    for i, item in enumerate(items):
         mapped = _scalar_text(changes, item)
         if mapped is None or not _SAFE_WORD.fullmatch(item.value):
             text.add("_", [-1])
         else:
+            start = len(text.text)
             text.add(*mapped)
+            text.items.append((start, len(text.text), _item_deletion(changes, items, i)))
         text.add(" ", [-1])
     _run_shell(changes, text, anchor)
+
+
+def _item_deletion(changes: Changes, items: list[ScalarNode], i: int) -> tuple[int, int] | None:
+    """The span that removes `items[i]` from its sequence: its `- item` line, or `, item` in a flow list."""
+    item = items[i]
+    start, end = item.start_mark.index, item.end_mark.index
+    line = changes.line_start(start)
+    if changes.text[line:start].strip() == "-" and changes.line_end(end) == changes.text.find("\n", end) - (
+            changes.text[changes.text.find("\n", end) - 1] == "\r"):
+        after = changes.text.find("\n", end)
+        return line, after + 1
+    before = changes.text.rfind(",", 0, start)
+    if i > 0 and before > items[i - 1].end_mark.index - 1 and not changes.text[before + 1:start].strip():
+        return before, end
+    return None
 
 
 def _script(changes: Changes, node: ScalarNode, anchor: int) -> None:
@@ -213,8 +248,12 @@ def _run_shell(changes: Changes, text: _Text, anchor: int) -> None:
     shell_rules(inner, cluster=True)
     for edit in inner.edits:
         span = text.span(edit.start, edit.end)
+        deletion = text.deletion(edit.start, edit.end) if edit.text == "" and span is None else None
         if span is not None and changes.untouched(*span):
             changes.replace(edit.rule, span[0], span[1], edit.text, anchor=anchor)
+        elif deletion and all(changes.untouched(*d) for d in deletion):
+            for start, end in deletion:
+                changes.replace(edit.rule, start, end, "", anchor=anchor)
         elif edit.text == "":
             changes.todo(edit.rule, anchor, f"remove {text.text[edit.start:edit.end].strip()} from this command line")
     for _, rule, message in inner.todos:
