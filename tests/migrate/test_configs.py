@@ -297,14 +297,14 @@ def test_launch_flags_by_rule_selection():
 
 
 def _plain(node, renames: dict[str, str]):
-    """A composed YAML node as plain data, with renamed keys mapped back, comments and styles dropped."""
+    """A composed YAML node as plain data, renamed keys and env names mapped back, comments and styles dropped."""
     from ruamel.yaml.nodes import MappingNode, SequenceNode
 
     if isinstance(node, MappingNode):
         return [(renames.get(k.value, k.value), _plain(v, renames)) for k, v in node.value]
     if isinstance(node, SequenceNode):
         return [_plain(item, renames) for item in node.value]
-    return node.value
+    return renames.get(node.value, node.value)
 
 
 K8S_RENAMES = {"aws.amazon.com/neuroncore": "nvidia.com/gpu", "TORCH_NEURONX_NEFF_CACHE_DIR": "NEURON_COMPILE_CACHE_URL"}
