@@ -13,9 +13,10 @@ from __future__ import annotations
 from migrate.configs.catalog import _rule, _todo
 from migrate.registry import Rule
 
-LNC_DOC = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/arch/neuron-features/logical-neuroncore-config.html"
-CACHE_DOC = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/compiler/about-compiler-artifacts.html"
-PLUGIN_DOC = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/containers/tutorials/k8s-neuron-device-plugin.html"
+_DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/"
+LNC_DOC = _DOCS + "general/arch/neuron-features/logical-neuroncore-config.html"
+CACHE_DOC = _DOCS + "compiler/about-compiler-artifacts.html"
+PLUGIN_DOC = _DOCS + "containers/tutorials/k8s-neuron-device-plugin.html"
 NEFF_CACHE_ENV = "TORCH_NEURONX_NEFF_CACHE_DIR"
 
 CORE_COUNTS = ("one process per logical NeuronCore of the node, not per GPU: a trn2.48xlarge has 16 Trainium2 "
@@ -104,7 +105,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "NM824", "compile-cache-env", "shell",
-        "`NEURON_COMPILE_CACHE_URL=<dir>` -> `TORCH_NEURONX_NEFF_CACHE_DIR`; an S3 URL or `CUSTOM_CACHE_REPO` gets a TODO.",
+        "`NEURON_COMPILE_CACHE_URL=<dir>` -> `TORCH_NEURONX_NEFF_CACHE_DIR`; an S3 URL or `CUSTOM_CACHE_REPO` "
+        "gets a TODO.",
         "Optimum Neuron synchronised its compile cache with a local directory, an S3 bucket or a Hub "
         "repository. TorchNeuron's NEFF cache is a directory (" + CACHE_DOC + "): a local path keeps its "
         "meaning under the new name; S3 and Hub caches have no counterpart.",

@@ -194,4 +194,5 @@ def _cache_url(changes: Changes, word: Word, value: str, anchor: int) -> None:
                             anchor=anchor)
     else:
         what = "an S3 bucket" if literal and literal.startswith("s3://") else "a remote cache"
-        changes.todo("NM824", anchor, TODO_TEXT["NM824"].format(name="NEURON_COMPILE_CACHE_URL", value=value, what=what))
+        message = TODO_TEXT["NM824"].format(name="NEURON_COMPILE_CACHE_URL", value=value, what=what)
+        changes.todo("NM824", anchor, message)

@@ -11,7 +11,8 @@ from migrate.configs.cluster_catalog import LNC_DOC, PLUGIN_DOC
 from migrate.registry import Rule
 
 NEURONCORE, NEURON_DEVICE = "aws.amazon.com/neuroncore", "aws.amazon.com/neuron"
-NEURON_IMAGE = "a Neuron Deep Learning Container (public.ecr.aws/neuron/pytorch-training-neuronx) or your image built on it"
+NEURON_IMAGE = ("a Neuron Deep Learning Container (public.ecr.aws/neuron/pytorch-training-neuronx) or your image "
+                "built on it")
 
 TODO_TEXT = {
     "resource": "nvidia.com/gpu: {count} became " + NEURONCORE + ": {count}, one NeuronCore per former GPU (one "
@@ -53,7 +54,8 @@ RULES: tuple[Rule, ...] = (
         "Trainium. The replacement image and node group are a person's choice, so the TODO names what to use "
         "and the value stays.",
         _JOB.replace("resources:\n          limits:\n", "image: nvcr.io/nvidia/pytorch:24.05-py3\n"),
-        _JOB.replace("resources:\n          limits:\n", _todo("NM829", TODO_TEXT["image"].format(image="nvcr.io/nvidia/pytorch:24.05-py3"))
+        _JOB.replace("resources:\n          limits:\n",
+                     _todo("NM829", TODO_TEXT["image"].format(image="nvcr.io/nvidia/pytorch:24.05-py3"))
                      + "        image: nvcr.io/nvidia/pytorch:24.05-py3\n"),
         todo=True,
     ),

@@ -109,9 +109,11 @@ def _env(changes: Changes, items: SequenceNode) -> None:
                     start, end = start + 1, end - 1
                 changes.replace("NM824", start, end, "TORCH_NEURONX_NEFF_CACHE_DIR")
             else:
-                changes.todo("NM824", at, CLUSTER_TODO["NM824"].format(name=name.value, value=shown, what="a remote cache"))
+                changes.todo("NM824", at, CLUSTER_TODO["NM824"].format(name=name.value, value=shown,
+                                                                       what="a remote cache"))
         elif name.value == "CUSTOM_CACHE_REPO":
-            changes.todo("NM824", at, CLUSTER_TODO["NM824"].format(name=name.value, value=shown, what="a Hub repository"))
+            changes.todo("NM824", at, CLUSTER_TODO["NM824"].format(name=name.value, value=shown,
+                                                                   what="a Hub repository"))
         elif name.value == "NEURON_CC_FLAGS":
             changes.todo("NM823", at, CLUSTER_TODO["NM823"].replace("is computed at run time", "is set here"))
         elif name.value in ("NEURON_PARALLEL_COMPILE", "NEURON_EXTRACT_GRAPHS_ONLY"):

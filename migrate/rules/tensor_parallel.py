@@ -81,9 +81,11 @@ RULES: tuple[Rule, ...] = (
         "Optimum's tensor parallelism wrote. transformers' `save_pretrained` gathers DTensor shards into one "
         "checkpoint itself, so new runs need no consolidation; old Optimum checkpoints need it once, in an "
         "environment that still has optimum-neuron.",
-        before="from optimum.neuron.models.training import consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
+        before="from optimum.neuron.models.training import "
+               "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
                'consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
-        after="from optimum.neuron.models.training import consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
+        after="from optimum.neuron.models.training import "
+              "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
               f"# TODO(neuron-migrate NM922): {CONSOLIDATE_TODO}\n"
               'consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
         safety="safe",

@@ -307,7 +307,8 @@ def _plain(node, renames: dict[str, str]):
     return renames.get(node.value, node.value)
 
 
-K8S_RENAMES = {"aws.amazon.com/neuroncore": "nvidia.com/gpu", "TORCH_NEURONX_NEFF_CACHE_DIR": "NEURON_COMPILE_CACHE_URL"}
+K8S_RENAMES = {"aws.amazon.com/neuroncore": "nvidia.com/gpu",  # migrated -> original
+               "TORCH_NEURONX_NEFF_CACHE_DIR": "NEURON_COMPILE_CACHE_URL"}
 K8S_VALUE_CHANGES = {"--fp16": "--bf16", "--evaluation_strategy": "--eval_strategy"}  # original -> migrated
 
 
