@@ -26,6 +26,7 @@ from migrate.configs import catalog, cluster_catalog, k8s_catalog
 from migrate.registry import Rule
 from migrate.rules import (
     attention,
+    compile_env,
     cuda_api,
     device,
     distributed,
@@ -60,6 +61,7 @@ RULE_FAMILIES: tuple[ModuleType, ...] = (
     optimum_training,
     optimum_inference,
     tensor_parallel,
+    compile_env,
     xla,
     todo,
     legacy_todos,

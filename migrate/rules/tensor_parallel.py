@@ -1,4 +1,4 @@
-"""NM521-NM522, NM922: tensor-parallel CUDA scripts -> transformers 5's `DistributedConfig`.
+"""NM521-NM523, NM922: tensor-parallel CUDA scripts -> transformers 5's `DistributedConfig`.
 
 transformers 5.23's `PreTrainedModel.from_pretrained` still accepts `tp_plan=`/`tp_size=` but
 only to build `DistributedConfig(tp_plan=tp_plan, tp_size=tp_size)` itself, with a
@@ -21,7 +21,16 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, method_of, on, remove_arg, string_value
+from migrate.rules.base import (
+    add_kwarg,
+    has_star_kwargs,
+    kwarg,
+    method_of,
+    on,
+    remove_arg,
+    string_value,
+    with_string_value,
+)
 from migrate.rules.legacy import code, want_import
 from migrate.rules.legacy_todos import todo
 
@@ -31,6 +40,7 @@ _ARGUMENT_CLASSES = frozenset({
     "transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments", "trl.SFTConfig", "trl.DPOConfig",
     "trl.GRPOConfig", "trl.KTOConfig", "trl.RewardConfig", "trl.RLOOConfig",
 })
+_MESH_FACTORIES = frozenset({"torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh"})
 _CONSOLIDATE = re.compile(r"^optimum\.neuron\..*consolidate\w*$")
 CONSOLIDATE_TODO = ("not needed natively: save_pretrained gathers the tensor-parallel shards of a model loaded "
                     "with DistributedConfig into one checkpoint; checkpoints written by Optimum Neuron must be "
@@ -74,6 +84,17 @@ RULES: tuple[Rule, ...] = (
         safety_reason="checkpoints no longer hold optimizer and scheduler state: a run cannot resume from them",
     ),
     Rule(
+        id="NM523",
+        name="device-mesh-type",
+        summary="`init_device_mesh(\"cuda\", ...)` -> `init_device_mesh(\"neuron\", ...)`.",
+        rationale="A device mesh names the device type its ranks use; a tensor-parallel script builds it for "
+        "`device_mesh=` (NM521) or for DTensor code of its own. On TorchNeuron each rank's device is "
+        "`neuron:{LOCAL_RANK}`, which the `neuron` process group serves.",
+        before='from torch.distributed.device_mesh import init_device_mesh\nmesh = init_device_mesh("cuda", (4,))\n',
+        after='from torch.distributed.device_mesh import init_device_mesh\nmesh = init_device_mesh("neuron", (4,))\n',
+        safety="safe",
+    ),
+    Rule(
         id="NM922",
         name="optimum-consolidation",
         summary="TODO: Optimum Neuron's checkpoint consolidation calls.",
@@ -98,6 +119,8 @@ RULES: tuple[Rule, ...] = (
 def tensor_parallel_call(node: cst.Call, ctx: FileContext) -> cst.CSTNode:
     """NM521 on `from_pretrained`, NM522 on training arguments, NM922 on consolidation calls."""
     qualified = ctx.qualify(node.func) or ""
+    if qualified in _MESH_FACTORIES and ctx.enabled("NM523"):
+        return _mesh_device(node, ctx)
     if _CONSOLIDATE.match(qualified):
         todo(ctx, "NM922", CONSOLIDATE_TODO)
         return node
@@ -143,3 +166,15 @@ def _save_only_model(node: cst.Call, ctx: FileContext) -> cst.Call:
     ctx.warn("NM522", "save_only_model=True: Trainer refuses optimizer checkpoints of a model sharded at load "
              "time (DistributedConfig); a run cannot resume from these checkpoints")
     return add_kwarg(node, "save_only_model", "True")
+
+
+def _mesh_device(node: cst.Call, ctx: FileContext) -> cst.Call:
+    """NM523: the mesh's device type `"cuda"` (first argument or `device_type=`) -> `"neuron"`."""
+    for arg in node.args:
+        positional = arg.keyword is None and arg is node.args[0]
+        if positional or (arg.keyword is not None and arg.keyword.value == "device_type"):
+            if type(arg.value) is cst.SimpleString and string_value(arg.value) == "cuda":
+                ctx.hit("NM523")
+                return node.with_changes(args=[a.with_changes(value=with_string_value(a.value, "neuron"))
+                                               if a is arg else a for a in node.args])
+    return node
