@@ -348,3 +348,30 @@ def test_slurm_script_is_recognised_by_its_directives_whatever_its_name(name: st
 def test_local_launcher_gets_no_per_node_process_todo():
     source = "torchrun --nproc_per_node 4 train.py\n"  # not a cluster script: NM803 keeps GPU i -> core i
     assert migrate_file(source.encode(), "run.sh").status == "unchanged"
+
+
+def test_sbatch_skip_marker_keeps_the_gpu_request():
+    source = "#!/bin/bash\n#SBATCH --gres=gpu:8  # neuron-migrate: skip\n#SBATCH --gpus=8\nsrun hostname\n"
+    new = migrate_file(source.encode(), "job.sh").new.decode()
+    assert "#SBATCH --gres=gpu:8  # neuron-migrate: skip\n" in new and "\n##SBATCH --gpus=8\n" in new
+    assert "##SBATCH --gres" not in new
+
+
+def test_srun_options_with_values_are_skipped_to_find_the_launcher():
+    source = "#SBATCH -N 2\nsrun -N 2 --ntasks-per-node 1 torchrun --nproc_per_node 1 train.py --fp16\n"
+    new = migrate_file(source.encode(), "job.slurm").new.decode()
+    assert new.endswith("srun -N 2 --ntasks-per-node 1 torchrun --nproc_per_node 1 train.py --bf16\n")
+    assert "NM821" not in new, "one process per node needs no per-core advice"
+
+
+def test_anchored_gpu_key_in_a_manifest_is_left_alone():
+    """Its aliases elsewhere would change with it, so the key is not renamed."""
+    source = ("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n    resources:\n      limits:\n"
+              "        &gpu nvidia.com/gpu: 1\n")
+    assert migrate_file(source.encode(), "pod.yaml").status == "unchanged"
+
+
+def test_neuron_cc_flags_computed_at_run_time_get_a_todo():
+    source = 'export NEURON_CC_FLAGS="$NEURON_CC_FLAGS --cache_dir=$CACHE"\n'
+    result = migrate_file(source.encode(), "env.sh")
+    assert result.new.decode().endswith(source) and [t.rule for t in result.todos] == ["NM823"]
