@@ -72,7 +72,7 @@ def inner_program(command: Command, program: int) -> int | None:
     return None
 
 
-def processes_per_node(changes: Changes, command: Command, anchor: int, args: tuple[Word, ...]) -> None:
+def processes_per_node(changes: Changes, anchor: int, args: tuple[Word, ...]) -> None:
     """NM821: `--nproc_per_node N` on a cluster launch line counted GPUs."""
     for i, word in enumerate(args):
         literal = word.literal if word.literal is not None else word.raw

@@ -126,7 +126,7 @@ def shell_rules(changes: Changes, view: str | None = None, cluster: bool | None 
             cluster_shell.module_load(changes, literals, _logical_start(changes, command.start))
         if cluster and pinned is None and (name == "torchrun" or literals[:2] in (["-m", "torch.distributed.run"],
                                                               ["-m", "torch.distributed.launch"])):
-            cluster_shell.processes_per_node(changes, command, _logical_start(changes, command.start), args)
+            cluster_shell.processes_per_node(changes, _logical_start(changes, command.start), args)
         if name == "accelerate" and literals[:1] == ["launch"]:
             _gpu_ids(changes, command, args)
         if name == "nvidia-smi":
