@@ -1,13 +1,13 @@
 """Route a file to the migrator for its kind: Python, notebook, YAML config or shell script.
 
-The kind comes from the suffix; an explicit file without a suffix is a shell script when its
-first line is a `sh`/`bash` shebang and Python otherwise (scripts such as `bin/train`). A file
-with another suffix (`notes.txt`) is Python only with a `python` shebang; otherwise it is
-skipped with the reason, never parsed as Python. So are binary files (a NUL byte) and files
-that do not decode in their encoding (PEP 263 cookie or BOM for Python, UTF-8 otherwise): a
-directory walk passes over them, and the CLI fails only for files the user named. Each
-migrator returns the same `FileResult`, so the runner, the writer and every report format
-treat all kinds alike.
+The kind comes from the suffix. An explicit file without a known suffix is a shell script when
+its first line is a `sh`/`bash` shebang or it holds `#SBATCH` directives (a SLURM batch script:
+`job.slurm`, `train.sbatch` or no suffix at all), and Python when it has no suffix (scripts such
+as `bin/train`) or a `python` shebang. A file with another suffix (`notes.txt`) is skipped with
+the reason, never parsed as Python. So are binary files (a NUL byte) and files that do not decode
+in their encoding (PEP 263 cookie or BOM for Python, UTF-8 otherwise): a directory walk passes
+over them, and the CLI fails only for files the user named. Each migrator returns the same
+`FileResult`, so the runner, the writer and every report format treat all kinds alike.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from migrate.engine import FileResult, Options, migrate_source
 
 _SHELL_SHEBANG = re.compile(rb"#![^\n]*\b(?:ba)?sh\b")
 _PYTHON_SHEBANG = re.compile(rb"#![^\n]*\bpython")
+_SBATCH = re.compile(rb"^#SBATCH[ \t]", re.M)
 _CODING_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=]", re.MULTILINE)  # PEP 263
 
 
@@ -32,7 +33,7 @@ def file_kind(path: str, data: bytes) -> str | None:
     suffix = name[dot:].lower() if dot > 0 else ""
     if suffix in SUFFIXES:
         return SUFFIXES[suffix]
-    if _SHELL_SHEBANG.match(data):
+    if _SHELL_SHEBANG.match(data) or _SBATCH.search(data):
         return "shell"
     if not suffix or _PYTHON_SHEBANG.match(data):
         return "python"

@@ -24,7 +24,9 @@ _TOKENS = (
     rb"evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|"
     rb"max_prompt_length|group_by_length|use_mps_device|\bno_cuda\b|Trainer\(|"
     rb"prepare_model_for_kbit_training|DistributedDataParallel|\bDDP\(|quantization_config|max_memory\s*=|"
-    rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE"
+    rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE|"
+    rb"\b(?:tp_plan|tp_size|device_mesh|distributed_config)\s*=|NEURON_(?:CC_FLAGS|COMPILE_CACHE_URL|PARALLEL_COMPILE)|"
+    rb"CUSTOM_CACHE_REPO|init_device_mesh\("
 )
 _TRIGGERS = re.compile(_TOKENS)
 _DOCTEST = re.compile(rb"[ \t]*(?:>>>|\.\.\.)")
@@ -40,7 +42,8 @@ _LITERALS = (
     b"warmup_ratio", b"max_seq_length", b"max_prompt_length", b"group_by_length",
     b"use_mps_device", b"Trainer(", b"prepare_model_for_kbit_training", b"DDP(",
     b"DistributedDataParallel", b"quantization_config", b"max_memory", b"optimum", b"xla", b"XLA",
-    b"PJRT_DEVICE",
+    b"PJRT_DEVICE", b"tp_plan", b"tp_size", b"device_mesh", b"distributed_config", b"NEURON_", b"CUSTOM_CACHE_REPO",
+    b"init_device_mesh(",
 )
 
 

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from migrate.configs import catalog
+from migrate.configs import catalog, cluster_catalog, k8s_catalog
 from migrate.registry import Rule
 from migrate.rules import (
     attention,
+    compile_env,
     cuda_api,
     device,
     distributed,
@@ -39,6 +40,7 @@ from migrate.rules import (
     quantization,
     settings,
     static_shapes,
+    tensor_parallel,
     todo,
     xla,
 )
@@ -58,10 +60,14 @@ RULE_FAMILIES: tuple[ModuleType, ...] = (
     drift,
     optimum_training,
     optimum_inference,
+    tensor_parallel,
+    compile_env,
     xla,
     todo,
     legacy_todos,
     catalog,
+    cluster_catalog,
+    k8s_catalog,
 )
 
 

@@ -27,6 +27,8 @@ TODO_TEXT = {
     "NM818": "torch_dtype is dtype in transformers 5 and TRL 1.x, which is set here too: keep one of them",
     "NM816": "tensor parallelism came from --tensor_parallel_size, which TrainingArguments rejects (removed "
              "here): " + TP_ADVICE,
+    "NM816_UNSEEN": "--tensor_parallel_size {n} goes to a script named at run time: if it parses TrainingArguments "
+                    "(or Optimum's NeuronTrainingArguments), drop the flag and in the script " + TP_ADVICE,
 }
 
 

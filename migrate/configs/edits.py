@@ -134,7 +134,8 @@ class Changes:
         for number, line in enumerate(self.text.splitlines(), start=1):
             skip = find_skip(line)
             if skip is not None:
-                for target in (number, number + 1) if line.lstrip().startswith("#") else (number,):
+                comment = line.lstrip().startswith("#") and not line.startswith("#SBATCH")  # a directive is a line
+                for target in (number, number + 1) if comment else (number,):
                     skips[target] = _merge(skips.get(target), skip)
         return skips
 

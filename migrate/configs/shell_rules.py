@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from migrate.configs import cores
+from migrate.configs import cluster_shell, cores
 from migrate.configs.catalog import TODO_TEXT
 from migrate.configs.edits import Changes
 from migrate.configs.shell_syntax import Command, Word, commands, is_assignment
@@ -77,22 +77,36 @@ def _bash_problem(text: str) -> str | None:
     return proc.stderr.decode("utf-8", "replace").strip().splitlines()[0] if proc.stderr.strip() else "bash -n failed"
 
 
-def shell_rules(changes: Changes, view: str | None = None) -> None:
+def shell_rules(changes: Changes, view: str | None = None, cluster: bool | None = None) -> None:
     """Apply every shell rule to `changes.text`.
 
     `view` is the same text as the shell should read it, character for character (a notebook
     passes its `!` magic lines with the `!` blanked out); edits apply to `changes.text`.
+    `cluster` says the launch lines run on cluster nodes (NM821); by default, when the text is a
+    SLURM batch script, whose `#SBATCH` lines are migrated too.
     """
     found = commands(view if view is not None else changes.text)
     lnc = 1 if re.search(r"NEURON_LOGICAL_NC_CONFIG=['\"]?1\b", changes.text) else 2
+    # a script that pins its cores keeps NM803's one-logical-core-per-GPU count (NM821 is for whole nodes)
+    pinned = re.search(r"\b(?:CUDA_VISIBLE_DEVICES|NEURON_RT_VISIBLE_CORES)=", changes.text)
+    if cluster is None:
+        cluster = cluster_shell.is_batch_script(changes.text)
+        if cluster:
+            cluster_shell.sbatch_headers(changes)
     for command in found:
         _visible_cores(changes, command, lnc)
+        cluster_shell.environment(changes, command, _logical_start(changes, command.start))
         if any("nvidia-smi" in w.raw and ("$(" in w.raw or "`" in w.raw) for w in command.words):
             _todo(changes, "NM815", command, TODO_TEXT["NM815"])
         program = command.program()
         if program is None:
             continue
         name = command.words[program].literal
+        if name == "srun":
+            inner = cluster_shell.inner_program(command, program)
+            if inner is None:
+                continue
+            program, name = inner, command.words[inner].literal
         compiled = name == "neuron_parallel_compile"
         if compiled and changes.enabled("NM812"):
             _drop_prefix(changes, command, program)
@@ -106,6 +120,13 @@ def shell_rules(changes: Changes, view: str | None = None) -> None:
             _todo(changes, "NM811", command, TODO_TEXT["NM811"])
         if name == "optimum-cli" and literals[:2] == ["export", "neuron"]:
             _todo(changes, "NM813", command, TODO_TEXT["NM813"])
+        if name == "optimum-cli":
+            cluster_shell.optimum_cli(changes, literals, _logical_start(changes, command.start))
+        if name == "module":
+            cluster_shell.module_load(changes, literals, _logical_start(changes, command.start))
+        if cluster and pinned is None and (name == "torchrun" or literals[:2] in (["-m", "torch.distributed.run"],
+                                                              ["-m", "torch.distributed.launch"])):
+            cluster_shell.processes_per_node(changes, _logical_start(changes, command.start), args)
         if name == "accelerate" and literals[:1] == ["launch"]:
             _gpu_ids(changes, command, args)
         if name == "nvidia-smi":
@@ -248,6 +269,8 @@ def _training_flags(changes: Changes, command: Command, launcher: str, program: 
     commands, a `neuron_parallel_compile` run, or a flag only TrainingArguments has.
     """
     script = _script(launcher, command.words[program + 1:])
+    if script is None:
+        _unseen_tensor_parallel(changes, command, program)
     if script is None or not (changes.enabled("NM816") or changes.enabled("NM817")):
         return
     trl, offset = script
@@ -266,6 +289,20 @@ def _training_flags(changes: Changes, command: Command, launcher: str, program: 
         removed = DRIFT[flag.name]
         if changes.enabled("NM817") and removed.owned_by(owner) and removed.new not in given:
             _drift_flag(changes, command, flag, anchor)
+
+
+def _unseen_tensor_parallel(changes: Changes, command: Command, program: int) -> None:
+    """NM816: `--tensor_parallel_size N` for a script named at run time (`"$TRAIN_SCRIPT"`): a TODO, the flag stays."""
+    words = command.words[program + 1:]
+    named_at_run_time = any(
+        word.literal is None and not word.raw.startswith("-") and (i == 0 or not words[i - 1].raw.startswith("-"))
+        for i, word in enumerate(words)
+    )
+    if command.words[program].literal == "trl" or not named_at_run_time:
+        return
+    for flag in _flags(command.words, program + 1):
+        if flag.name == "tensor_parallel_size" and flag.value != "1":
+            _todo(changes, "NM816", command, TODO_TEXT["NM816_UNSEEN"].format(n=flag.raw))
 
 
 def _optimum_flag(changes: Changes, command: Command, flag: _Flag, anchor: int) -> None:

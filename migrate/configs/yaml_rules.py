@@ -3,6 +3,7 @@
 Which YAML files are touched is decided from their top-level keys, so a repository's CI
 workflows, compose files and model cards are left alone even though the walk reads them:
 - an **accelerate config** has `distributed_type` plus another key `accelerate config` writes;
+- a **Kubernetes manifest** has `apiVersion` and `kind` (`migrate.configs.k8s_rules`);
 - a **recipe** (TRL / alignment-handbook / open-r1 style, fed to `TrlParser` or
   `HfArgumentParser.parse_yaml_file`) has a training-argument key such as `output_dir`,
   `model_name_or_path` or `learning_rate`.
@@ -25,7 +26,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from migrate.configs import cores
+from migrate.configs import cores, k8s_rules
 from migrate.configs.catalog import TODO_TEXT
 from migrate.configs.edits import Changes
 from migrate.configs.textfile import migrate_text
@@ -45,7 +46,8 @@ RECIPE_KEYS = frozenset({
 })
 # bytes one of the rules needs to see; a file without any of them is not composed at all
 _TRIGGER = re.compile(
-    rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|load_in_[48]bit|use_vllm|tf32|torch_dtype|" + "|".join(DRIFT).encode()
+    rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|load_in_[48]bit|use_vllm|tf32|torch_dtype|apiVersion|"
+    + "|".join(DRIFT).encode()
 )
 _BOOL = "tag:yaml.org,2002:bool"
 _TRUE = frozenset({"true", "yes", "on"})
@@ -90,7 +92,9 @@ def _rules(changes: Changes) -> None:
         if type(doc) is not MappingNode:
             continue
         keys = _scalars(doc)
-        if "distributed_type" in keys and len(keys.keys() & ACCELERATE_KEYS) >= 1:
+        if k8s_rules.is_manifest(keys):
+            k8s_rules.manifest(changes, doc)
+        elif "distributed_type" in keys and len(keys.keys() & ACCELERATE_KEYS) >= 1:
             _accelerate(changes, keys)
         elif keys.keys() & RECIPE_KEYS:
             _recipe(changes, doc, keys)

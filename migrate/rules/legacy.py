@@ -595,11 +595,11 @@ def legacy_module(node: cst.Module, ctx: FileContext) -> cst.Module:
     if pruned is not None:
         node = node.with_changes(body=[s for s in pruned if not _is_bare_pass(s)])
     if not _MENTION.search(ctx.text):
-        return node
+        return _leftover_imports(node, ctx)  # a CUDA script's rewrite (NM521) may still want an import
     bindings = _Bindings(ctx)
     node.visit(bindings)
     if not bindings.legacy:
-        return node
+        return _leftover_imports(node, ctx)
     references = _references(node.body)
     used = {bindings.renames.get(n, n) for n in references}
     # A module asked for by a rewrite whose statement was removed later (`os` for a rank check

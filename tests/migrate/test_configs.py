@@ -16,7 +16,9 @@ from migrate.engine import Options
 from migrate.registry import Selection
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
-CASES = sorted(p for p in FIXTURES.iterdir() if ".expected." not in p.name and p.name != "not_a_config.yaml")
+CLUSTER = [FIXTURES.parent / "slurm", FIXTURES.parent / "k8s"]  # SLURM batch scripts, Kubernetes manifests
+CASES = sorted(p for folder in (FIXTURES, *CLUSTER) for p in folder.iterdir()
+               if ".expected." not in p.name and p.name not in ("not_a_config.yaml", "README.md"))
 
 
 def expected_for(source: Path) -> Path:
@@ -28,6 +30,13 @@ def parses(path: Path, text: str) -> bool:
         list(YAML(typ="rt").load_all(text))
         return True
     return subprocess.run(["bash", "-n"], input=text.encode(), check=False).returncode == 0
+
+
+def test_there_are_enough_cluster_and_optimum_fixtures():
+    kinds = {folder.name: [p for p in CASES if p.parent == folder] for folder in CLUSTER}
+    assert len(kinds["slurm"]) >= 4 and len(kinds["k8s"]) >= 4
+    assert any("\n---\n" in p.read_text() for p in kinds["k8s"]), "a multi-document manifest"
+    assert len([p for p in CASES if p.parent == FIXTURES and p.name.startswith("optimum_")]) >= 4
 
 
 @pytest.mark.parametrize("source", CASES, ids=[p.name for p in CASES])
@@ -46,6 +55,7 @@ def test_yaml_that_is_not_a_config_is_left_alone():
 
 def test_check_write_check_over_the_fixture_directory(tmp_path: Path):
     for source in CASES:
+        assert not (tmp_path / source.name).exists(), "fixture names are unique across folders"
         shutil.copy(source, tmp_path / source.name)
     shutil.copy(FIXTURES / "not_a_config.yaml", tmp_path)
     runner = CliRunner()
@@ -286,3 +296,84 @@ def test_launch_flags_by_rule_selection():
     assert only_optimum.new.decode() == "python t.py --do_train --overwrite_output_dir\n"
     only_drift = migrate_file(source.encode(), "run.sh", Options(selection=Selection(select=("NM817",))))
     assert only_drift.new.decode() == "python t.py --do_train --zero_1 false\n"
+
+
+def _plain(node, renames: dict[str, str]):
+    """A composed YAML node as plain data, renamed keys and env names mapped back, comments and styles dropped."""
+    from ruamel.yaml.nodes import MappingNode, SequenceNode
+
+    if isinstance(node, MappingNode):
+        return [(renames.get(k.value, k.value), _plain(v, renames)) for k, v in node.value]
+    if isinstance(node, SequenceNode):
+        return [_plain(item, renames) for item in node.value]
+    return renames.get(node.value, node.value)
+
+
+K8S_RENAMES = {"aws.amazon.com/neuroncore": "nvidia.com/gpu",  # migrated -> original
+               "TORCH_NEURONX_NEFF_CACHE_DIR": "NEURON_COMPILE_CACHE_URL"}
+K8S_VALUE_CHANGES = {"--fp16": "--bf16", "--evaluation_strategy": "--eval_strategy"}  # original -> migrated
+
+
+@pytest.mark.parametrize("source", [p for p in CASES if p.parent.name == "k8s"], ids=lambda p: p.name)
+def test_manifest_keeps_its_structure_except_the_rewritten_keys(source: Path):
+    """Every document, key (in order), anchor and value survives; only resource/env names and flags change."""
+    before = list(YAML(typ="rt").compose_all(source.read_text()))
+    after_text = expected_for(source).read_text()
+    for old, new in K8S_VALUE_CHANGES.items():
+        after_text = after_text.replace(new, old)
+    after = list(YAML(typ="rt").compose_all(after_text))
+    removed = ["--tensor_parallel_size=8"]  # NM816 removes this list item
+    plain_before = [_plain(doc, {}) for doc in before]
+    plain_after = [_plain(doc, K8S_RENAMES) for doc in after]
+
+    def without(data):
+        if isinstance(data, list):
+            return [without(x) for x in data if x not in removed]
+        if isinstance(data, tuple):
+            return tuple(without(x) for x in data)
+        return data
+
+    assert without(plain_after) == without(plain_before)
+    anchors = [n for n in ("&labels", "&gpu_limits") if n in source.read_text()]
+    assert all(a in expected_for(source).read_text() for a in anchors)
+
+
+@pytest.mark.parametrize("name", ["job.slurm", "train.sbatch", "bin/submit"])
+def test_slurm_script_is_recognised_by_its_directives_whatever_its_name(name: str):
+    source = b"#SBATCH --nodes=1\n#SBATCH --gres=gpu:4\nsrun torchrun --nproc_per_node 4 train.py --fp16\n"
+    result = migrate_file(source, name)
+    assert result.status == "changed"
+    new = result.new.decode()
+    assert "##SBATCH --gres=gpu:4\n" in new and "--bf16" in new and "TODO(neuron-migrate NM821)" in new
+
+
+def test_local_launcher_gets_no_per_node_process_todo():
+    source = "torchrun --nproc_per_node 4 train.py\n"  # not a cluster script: NM803 keeps GPU i -> core i
+    assert migrate_file(source.encode(), "run.sh").status == "unchanged"
+
+
+def test_sbatch_skip_marker_keeps_the_gpu_request():
+    source = "#!/bin/bash\n#SBATCH --gres=gpu:8  # neuron-migrate: skip\n#SBATCH --gpus=8\nsrun hostname\n"
+    new = migrate_file(source.encode(), "job.sh").new.decode()
+    assert "#SBATCH --gres=gpu:8  # neuron-migrate: skip\n" in new and "\n##SBATCH --gpus=8\n" in new
+    assert "##SBATCH --gres" not in new
+
+
+def test_srun_options_with_values_are_skipped_to_find_the_launcher():
+    source = "#SBATCH -N 2\nsrun -N 2 --ntasks-per-node 1 torchrun --nproc_per_node 1 train.py --fp16\n"
+    new = migrate_file(source.encode(), "job.slurm").new.decode()
+    assert new.endswith("srun -N 2 --ntasks-per-node 1 torchrun --nproc_per_node 1 train.py --bf16\n")
+    assert "NM821" not in new, "one process per node needs no per-core advice"
+
+
+def test_anchored_gpu_key_in_a_manifest_is_left_alone():
+    """Its aliases elsewhere would change with it, so the key is not renamed."""
+    source = ("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n    resources:\n      limits:\n"
+              "        &gpu nvidia.com/gpu: 1\n")
+    assert migrate_file(source.encode(), "pod.yaml").status == "unchanged"
+
+
+def test_neuron_cc_flags_computed_at_run_time_get_a_todo():
+    source = 'export NEURON_CC_FLAGS="$NEURON_CC_FLAGS --cache_dir=$CACHE"\n'
+    result = migrate_file(source.encode(), "env.sh")
+    assert result.new.decode().endswith(source) and [t.rule for t in result.todos] == ["NM823"]

@@ -20,13 +20,14 @@ RULE_IDS = [
     "NM301", "NM302", "NM303", "NM304", "NM305", "NM306", "NM307",
     "NM401", "NM402", "NM403",
     "NM501", "NM502", "NM503", "NM504", "NM505", "NM506", "NM507", "NM508",
-    "NM511", "NM512", "NM513", "NM514", "NM515",
+    "NM511", "NM512", "NM513", "NM514", "NM515", "NM521", "NM522", "NM523",
     "NM601", "NM602", "NM603", "NM604", "NM605", "NM606", "NM607", "NM608", "NM609", "NM610",
     "NM701", "NM702", "NM703", "NM704", "NM705", "NM706", "NM707", "NM708", "NM709",
     "NM801", "NM802", "NM803", "NM804", "NM805", "NM806", "NM807", "NM808", "NM809", "NM810", "NM811", "NM812",
-    "NM813", "NM814", "NM815", "NM816", "NM817", "NM818",
+    "NM813", "NM814", "NM815", "NM816", "NM817", "NM818", "NM819", "NM820", "NM821", "NM822", "NM823", "NM824",
+    "NM825", "NM826", "NM827", "NM828", "NM829",
     "NM901", "NM902", "NM903", "NM904", "NM905", "NM906", "NM907", "NM908", "NM909", "NM910", "NM911", "NM912",
-    "NM913", "NM914", "NM915", "NM916", "NM917", "NM918", "NM919", "NM920", "NM921",
+    "NM913", "NM914", "NM915", "NM916", "NM917", "NM918", "NM919", "NM920", "NM921", "NM922", "NM923",
 ]
 
 HOOK_ORDER = {
@@ -34,7 +35,8 @@ HOOK_ORDER = {
         "settings.call_settings", "device.cuda_method", "cuda_api.cuda_api_call", "precision.precision_call",
         "attention.use_flash_attention_2", "quantization.drop_quantization", "generate.generate_call",
         "static_shapes.static_shapes", "distributed.distributed_call", "drift.drift_call",
-        "optimum_training.optimum_training_call", "optimum_inference.optimum_inference_call", "xla.xla_call",
+        "optimum_training.optimum_training_call", "optimum_inference.optimum_inference_call",
+        "tensor_parallel.tensor_parallel_call", "xla.xla_call",
         "todo.call_todo",
     ),
     "Assign": (
@@ -51,7 +53,7 @@ HOOK_ORDER = {
     ),
     "SimpleStatementLine": (
         "attention.drop_xformers", "quantization.kbit_preparation", "optimum_inference.static_cache",
-        "xla.xla_statement",
+        "compile_env.compile_env_statement", "xla.xla_statement",
     ),
     "IndentedBlock": ("legacy.prune_block",),
     "Module": ("legacy.legacy_module",),
@@ -89,9 +91,9 @@ def test_every_family_declares_its_rules_as_data() -> None:
 
 UNSAFE_IDS = [
     "NM102", "NM105", "NM201", "NM202", "NM204", "NM205", "NM209", "NM210", "NM211", "NM303", "NM304", "NM305",
-    "NM306", "NM402", "NM501", "NM503", "NM504", "NM505", "NM506", "NM511", "NM513", "NM514", "NM515", "NM604",
+    "NM306", "NM402", "NM501", "NM503", "NM504", "NM505", "NM506", "NM511", "NM513", "NM514", "NM515", "NM522", "NM604",
     "NM608", "NM609", "NM610", "NM703", "NM708", "NM709", "NM802", "NM806", "NM807", "NM808", "NM810", "NM812",
-    "NM816", "NM817",
+    "NM816", "NM817", "NM819", "NM823", "NM828",
 ]
 
 
