@@ -68,7 +68,7 @@ def with_patches(shim: ModuleType, monkeypatch: pytest.MonkeyPatch) -> Callable[
     monkeypatch.delenv(_MARKER, raising=False)
 
     def use(*types: type[Patch]) -> ModuleType:
-        monkeypatch.setattr(shim_module, "PATCH_TYPES", (*types, AsyncLoad))
+        monkeypatch.setattr(shim_module, "_patch_types", lambda: [*types, AsyncLoad])
         return shim
 
     return use
