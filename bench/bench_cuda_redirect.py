@@ -36,8 +36,8 @@ import sys
 import tempfile
 import time
 import timeit
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
@@ -47,9 +47,9 @@ os.environ.pop("NEURONCOMPAT_SIMULATE", None)
 os.environ.pop("NEURONCOMPAT_CUDA", None)
 
 import torch
+from bench_simulator_step import BATCH, SEQ, build_model_dir
 
 import neuroncompat  # noqa: F401
-from bench_simulator_step import BATCH, SEQ, build_model_dir
 from neuroncompat import cuda, simulator
 
 IMPORT_PROBE = """

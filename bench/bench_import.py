@@ -93,7 +93,7 @@ class _Entry:
     depth: int
     self_us: int
     cumulative_us: int
-    children: list["_Entry"] = field(default_factory=list)
+    children: list[_Entry] = field(default_factory=list)
 
 
 def _parse_importtime(stderr: str) -> _Entry:

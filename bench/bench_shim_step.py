@@ -25,7 +25,7 @@ import os
 import statistics
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
@@ -34,8 +34,9 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 os.environ.pop("NEURONCOMPAT_SIMULATE", None)  # the device must not exist at import neuroncompat
 os.environ.pop("NEURONCOMPAT_DISABLE", None)  # every patch takes part in "on"
 
-import neuroncompat
 from bench_simulator_step import BATCH, SEQ, build_model_dir, make_step
+
+import neuroncompat
 from neuroncompat import shim, simulator
 
 

@@ -6,10 +6,11 @@ Keys mirror the options: `select`, `ignore`, `exclude` (lists of strings), `shim
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 KEYS = {"select": list, "ignore": list, "exclude": list, "shim": bool, "jobs": int, "format": str}
 

@@ -25,7 +25,7 @@ class Frame:
     skip: bool = False  # a plain `# neuron-migrate: skip`: the statement is kept as it was
     skip_rules: tuple[str, ...] = ()  # `skip[NM305,NM2]`: these ids/prefixes are off inside the statement
 
-    def merge(self, child: "Frame") -> None:
+    def merge(self, child: Frame) -> None:
         self.hits.update(child.hits)
         self.warnings.extend(child.warnings)
         self.candidates.extend(child.candidates)

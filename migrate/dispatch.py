@@ -60,7 +60,10 @@ def unreadable(data: bytes, kind: str) -> str | None:
     return None
 
 
-def migrate_file(data: bytes, path: str, options: Options = Options()) -> FileResult:
+_DEFAULT_OPTIONS = Options()
+
+
+def migrate_file(data: bytes, path: str, options: Options = _DEFAULT_OPTIONS) -> FileResult:
     """Migrate the bytes of one file of any supported kind."""
     kind = file_kind(path, data)
     if kind is None:

@@ -17,12 +17,11 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.facts import FileFacts
 from migrate.imports import SHIM, add_imports
+from migrate.markers import SKIP_FILE, TODO_PREFIX
 from migrate.names import ImportMap
 from migrate.prefilter import may_need_migration
 from migrate.registry import Selection
-from migrate.markers import SKIP_FILE, TODO_PREFIX
 from migrate.transform import MigrationTransformer
-
 
 _TODO_LINE = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\):\s*(.*)")
 

@@ -45,7 +45,7 @@ class FileFacts:
     entry_script: bool
 
     @classmethod
-    def from_text(cls, text: str) -> "FileFacts":
+    def from_text(cls, text: str) -> FileFacts:
         """Scan the source once per fact; cheap next to parsing."""
         trainer = bool(_TRAINER.search(text))
         return cls(

@@ -23,7 +23,7 @@ def dotted(node: cst.BaseExpression) -> str | None:
     while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if not type(node) is cst.Name:
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))

@@ -178,7 +178,7 @@ def _migrate_cells(
             new[number] = source
     if python:
         migrated = _migrate_python(python, path, options, hits, warnings)
-        for number, (masked, magics) in python.items():
+        for number, (_masked, magics) in python.items():
             new[number] = _unmask(migrated[number], magics, options, hits, warnings, number)
     return new, hits, warnings
 

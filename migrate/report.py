@@ -91,7 +91,7 @@ class Totals:
     todos: int = 0
 
     @classmethod
-    def of(cls, results: list[FileResult]) -> "Totals":
+    def of(cls, results: list[FileResult]) -> Totals:
         totals = cls(files=len(results))
         for r in results:
             totals.statuses[r.status] += 1

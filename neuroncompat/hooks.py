@@ -12,8 +12,8 @@ import importlib.machinery
 import importlib.util
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Callable, Sequence
 
 Callback = Callable[[ModuleType], None]
 

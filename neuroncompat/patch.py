@@ -145,7 +145,7 @@ class Patch:
         self._logged.clear()
 
 
-def revert_all(patches: list["Patch"]) -> None:
+def revert_all(patches: list[Patch]) -> None:
     """Undo the patches' attribute changes newest-first across all of them, then their env."""
     entries = sorted((e for p in patches for e in p._undo), key=lambda e: e[0], reverse=True)
     for _, owner, attr, original in entries:

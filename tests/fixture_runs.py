@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import torch
-
 from launch import simulated_env
+
 from neuroncompat.testing import build_causal_lm, fit_causal_lm, sentences
 
 # ``python -m neuroncompat SCRIPT`` plus a report of the neuron memory the script held.

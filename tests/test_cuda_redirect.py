@@ -11,12 +11,11 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import torch
-
 from launch import simulated_env
 
 HERE = Path(__file__).resolve()
@@ -52,10 +51,10 @@ def _logged(call_prefix: str) -> list[object]:
 
 # -- who is redirected ------------------------------------------------------------------------
 def test_caller_rule_separates_user_code_from_libraries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import click
     import json as stdlib_json
 
     import accelerate
+    import click
     import transformers
 
     from neuroncompat.cuda import callers
@@ -175,7 +174,7 @@ def test_no_fake_compute_capability(redirected: object) -> None:
     props = torch.cuda.get_device_properties(0)
     assert (props.major, props.minor) == (0, 0) and props.total_memory > 0
     with pytest.raises(AttributeError, match=r"multi_processor_count.*torch.version.cuda"):
-        props.multi_processor_count
+        _ = props.multi_processor_count
     assert _logged("torch.cuda.get_device_capability")[0].rule == "NM904"
 
 
@@ -216,9 +215,8 @@ def test_cuda_autocast_is_bf16_on_neuron_and_scaler_passes_through(redirected: o
 # -- distributed ----------------------------------------------------------------------------------
 def test_nccl_process_group_and_ddp_device_ids(redirected: object) -> None:
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-
     from launch import free_port
+    from torch.nn.parallel import DistributedDataParallel
 
     assert dist.is_nccl_available()
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)

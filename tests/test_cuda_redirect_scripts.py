@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from fixture_runs import PROBE, assert_trained_on_cpu, losses
 from launch import free_port, simulated_env
 

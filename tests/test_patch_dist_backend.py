@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import run_python
 
 _SCRIPT = """

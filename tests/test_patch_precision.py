@@ -41,7 +41,13 @@ def test_gaps_without_the_patch(shim: ModuleType, tiny_qwen: Path, tmp_path: Pat
 
 
 def test_fp16_trainer_trains_in_bf16(shim: ModuleType, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainingArguments,
+    )
 
     shim.apply()
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen)

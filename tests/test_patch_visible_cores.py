@@ -10,8 +10,8 @@ import logging
 from types import ModuleType
 
 import pytest
-
 from helpers import run_python
+
 from neuroncompat.patches.visible_cores import VisibleCoresError, parse_cores
 
 

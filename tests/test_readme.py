@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO, run_python
 
 BLOCKS = re.findall(r"^```python\n(.*?)^```$", (REPO / "README.md").read_text(encoding="utf-8"), re.M | re.S)

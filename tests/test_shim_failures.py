@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from types import ModuleType
-from typing import Callable
 
 import pytest
 

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import run_python
 
 PROBE = """
@@ -74,7 +73,7 @@ def test_off_neuron_nothing_changes(tiny_qwen: Path) -> None:
     torch_imported_by_shim = "torch" in sys.modules
     import torch, torch._dynamo.config, transformers
     from transformers import AutoModelForCausalLM, PreTrainedModel
-    model = AutoModelForCausalLM.from_pretrained(%r, device_map="auto")
+    model = AutoModelForCausalLM.from_pretrained(MODEL_PATH, device_map="auto")
     info_lines = [l for l in stream.getvalue().splitlines() if l.startswith(("INFO:neuroncompat", "WARNING:neuroncompat"))]
     print(json.dumps({
         "torch_imported_by_shim": torch_imported_by_shim,
@@ -86,7 +85,7 @@ def test_off_neuron_nothing_changes(tiny_qwen: Path) -> None:
         "neuroncompat_info_logs": info_lines,
         "states": sorted({s.state for s in neuroncompat.status().values()}),
     }))
-    """ % str(tiny_qwen)
+    """.replace("MODEL_PATH", repr(str(tiny_qwen)))
     result = run_python(code)
     assert result.returncode == 0, result.stderr
     assert _last_json(result.stdout) == {

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import run_python
+
 from neuroncompat.simulate.launch import UnsupportedCommand, plan
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))

@@ -12,8 +12,8 @@ from typing import Any
 import jsonschema
 import pytest
 import torch
-
 from helpers import run_python
+
 from neuroncompat.simulate import github, markdown, report, settings
 from neuroncompat.simulate.record import Recorder
 

@@ -7,9 +7,10 @@ scenarios through the CLI); the report is built from the recorder's snapshot.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

@@ -6,7 +6,6 @@ import io
 
 import pytest
 import torch
-
 from helpers import run_python
 
 

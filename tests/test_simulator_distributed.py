@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from fixture_runs import assert_adapter_trained_on_cpu, assert_trained_on_cpu, losses
 from launch import WEIGHTS_PROBE, accelerate_launch, torchrun
 

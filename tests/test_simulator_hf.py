@@ -76,7 +76,13 @@ def _assert_checkpoint_equals(model, path: Path) -> None:
 
 @pytest.mark.slow
 def test_trainer_trains_and_saves_on_neuron(neuron: object, tiny_qwen: Path, tmp_path: Path) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainingArguments,
+    )
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen)
     args = TrainingArguments(
@@ -123,7 +129,13 @@ def _batch_shapes(trainer, steps: int) -> set[tuple[int, ...]]:
 def test_trainer_compile_records_one_graph_per_padded_shape(
     neuron: object, tiny_qwen: Path, tmp_path: Path, pad_to_multiple_of: int | None
 ) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments
+    from transformers import (
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainingArguments,
+    )
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen)
     args = TrainingArguments(

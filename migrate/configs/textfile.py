@@ -14,6 +14,7 @@ from migrate.configs.edits import Changes
 from migrate.engine import FileResult, Options, TextChange, find_todos
 from migrate.markers import SKIP_FILE
 
+
 class Undecodable(ValueError):
     """The file is not UTF-8; its message is the report line, `line` where decoding failed."""
 

@@ -14,7 +14,17 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import add_kwarg, callee_name, has_star_kwargs, kwarg, last_name, method_of, on, remove_arg, replace_arg, string_value
+from migrate.rules.base import (
+    add_kwarg,
+    callee_name,
+    kwarg,
+    last_name,
+    method_of,
+    on,
+    remove_arg,
+    replace_arg,
+    string_value,
+)
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -118,7 +128,7 @@ def _pad(call: cst.Call) -> cst.Call:
 def generate_input_candidates(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """Queue `name = <tokenized or moved tensor>` for the generate-only check (see flow.py)."""
     target = node.targets[0].target
-    if len(node.targets) != 1 or not type(target) is cst.Name:
+    if len(node.targets) != 1 or type(target) is not cst.Name:
         return node
     value = node.value
     if type(value) is cst.Call and ctx.qualify(value.func) == "vllm.LLM":

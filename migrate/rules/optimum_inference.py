@@ -19,7 +19,18 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, last_name, method_of, on, remove_arg, string_value
-from migrate.rules.legacy import Removal, assignment, code, family_state, is_legacy, removable, resolve, swap, want_import, wrap_long
+from migrate.rules.legacy import (
+    Removal,
+    assignment,
+    code,
+    family_state,
+    is_legacy,
+    removable,
+    resolve,
+    swap,
+    want_import,
+    wrap_long,
+)
 from migrate.rules.legacy_todos import flatten, todo
 
 RULES: tuple[Rule, ...] = (

@@ -10,7 +10,18 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import add_kwarg, callee_name, kwarg, method_of, on, remove_arg, rename_kwarg, replace_arg, string_value, with_string_value
+from migrate.rules.base import (
+    add_kwarg,
+    callee_name,
+    kwarg,
+    method_of,
+    on,
+    remove_arg,
+    rename_kwarg,
+    replace_arg,
+    string_value,
+    with_string_value,
+)
 from migrate.rules.settings import setting, through
 
 RULES: tuple[Rule, ...] = (

@@ -11,7 +11,16 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import add_kwarg, callee_name, has_star_kwargs, kwarg, on, remove_arg, string_value, with_string_value
+from migrate.rules.base import (
+    add_kwarg,
+    callee_name,
+    has_star_kwargs,
+    kwarg,
+    on,
+    remove_arg,
+    string_value,
+    with_string_value,
+)
 from migrate.rules.settings import setting, through
 from migrate.rules.todo_messages import MESSAGES
 
@@ -116,7 +125,7 @@ def kbit_preparation(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CST
         return node
     small = node.body[0]
     value = small.value if isinstance(small, (cst.Assign, cst.Expr)) else None
-    if not type(value) is cst.Call or callee_name(value) not in ("prepare_model_for_kbit_training", "prepare_model_for_int8_training"):
+    if type(value) is not cst.Call or callee_name(value) not in ("prepare_model_for_kbit_training", "prepare_model_for_int8_training"):
         return node
     positional = [a for a in value.args if a.keyword is None and not a.star]
     model_arg = kwarg(value, "model") or (positional[0] if positional else None)
@@ -129,7 +138,7 @@ def kbit_preparation(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CST
     if use_gc is None or not (type(use_gc.value) is cst.Name and use_gc.value.value == "False"):
         extra = f"gradient_checkpointing_kwargs={cst.Module([]).code_for_node(gc_kwargs.value)}" if gc_kwargs else ""
         call = f"{model}.gradient_checkpointing_enable({extra})"
-        if use_gc is not None and not type(use_gc.value) is cst.Name:
+        if use_gc is not None and type(use_gc.value) is not cst.Name:
             call = f"if {cst.Module([]).code_for_node(use_gc.value)}:\n    {call}"
         lines.append(call)
     lines.append(f"{model}.enable_input_require_grads()")

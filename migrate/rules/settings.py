@@ -48,7 +48,7 @@ def setting(rule_id: str, names: str, rewrite: Rewriter, kwargs: bool = True, as
     SETTINGS.append(Setting(rule_id, re.compile(names), rewrite, kwargs, assign))
 
 
-def through(rewrite: Callable[[cst.BaseExpression, FileContext], "cst.BaseExpression | None"]) -> Rewriter:
+def through(rewrite: Callable[[cst.BaseExpression, FileContext], cst.BaseExpression | None]) -> Rewriter:
     """Lift a leaf rewriter so it also applies inside conditionals, `or`, and parentheses."""
 
     def walk(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
@@ -144,7 +144,7 @@ def ann_assign_settings(node: cst.AnnAssign, ctx: FileContext) -> cst.AnnAssign:
 def dict_settings(node: cst.DictElement, ctx: FileContext) -> cst.DictElement:
     """`{"device_map": "auto", "attn_implementation": "flash_attention_2"}`."""
     key = node.key
-    if not type(key) is cst.SimpleString:
+    if type(key) is not cst.SimpleString:
         return node
     name = key.evaluated_value
     new, rule = _apply(name if isinstance(name, str) else None, node.value, ctx, keyword=True)

@@ -17,7 +17,18 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, last_name, method_of, on, remove_arg, replace_arg, string_value, with_string_value
+from migrate.rules.base import (
+    add_kwarg,
+    has_star_kwargs,
+    kwarg,
+    last_name,
+    method_of,
+    on,
+    remove_arg,
+    replace_arg,
+    string_value,
+    with_string_value,
+)
 from migrate.rules.legacy import Removal, call_statement, code, family_state, removable, wrap_long
 from migrate.rules.legacy_todos import flatten, todo
 

@@ -19,7 +19,8 @@ named, so ``torch.compile`` traces library autocasts as before. Library code tha
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 

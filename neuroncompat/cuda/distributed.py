@@ -15,7 +15,8 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -112,7 +113,7 @@ class HostTimedEvent:
     def wait(self, stream: Any = None) -> None:
         """Ops run in order on the NeuronCore's stream: nothing to wait for."""
 
-    def elapsed_time(self, end: "HostTimedEvent") -> float:
+    def elapsed_time(self, end: HostTimedEvent) -> float:
         """Milliseconds between this event's ``record`` and ``end``'s, as CUDA reports them."""
         if self._time is None or end._time is None:
             raise RuntimeError("elapsed_time needs both events recorded (call .record() on each first)")

@@ -34,8 +34,9 @@ Example::
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from neuroncompat.patch import Patch
 

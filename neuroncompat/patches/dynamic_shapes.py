@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from neuroncompat.patch import Patch
 

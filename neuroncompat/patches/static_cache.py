@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from neuroncompat.patch import Patch
 

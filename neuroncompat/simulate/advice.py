@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 # One tensor of a signature: (name, shape or None for a symbolic scalar, dtype).
 Tensor = tuple[str, Sequence[int | str] | None, str]
@@ -97,7 +97,7 @@ def diagnose(signatures: Sequence[Sequence[Tensor]]) -> Diagnosis:
     """Read how the static dimensions of ``signatures`` vary (the most common input layout only)."""
     layouts = [_layout(s) for s in signatures]
     layout = Counter(layouts).most_common(1)[0][0]
-    group = [s for s, l in zip(signatures, layouts) if l == layout]
+    group = [s for s, shape in zip(signatures, layouts) if shape == layout]
     # (is the batch dim, sizes) -> the "input dim" places that vary that way.
     varying: dict[tuple[bool, tuple[int, ...]], list[str]] = {}
     for index, (name, rank, _) in enumerate(layout):

@@ -26,9 +26,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from neuroncompat.simulate import RECORD_ENV, failures
 from neuroncompat.simulate.launcher_output import LauncherOutput

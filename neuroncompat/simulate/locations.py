@@ -21,9 +21,9 @@ import re
 import site
 import sys
 import sysconfig
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Sequence
 
 import torch
 

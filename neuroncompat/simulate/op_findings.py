@@ -21,8 +21,9 @@ gradient of ``x[mask]`` is again a masked op; the forward line is the one to fix
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -34,9 +34,10 @@ import signal
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch._dynamo.eval_frame import OptimizedModule

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from neuroncompat.simulate import graph_breaks, op_findings, op_support
 from neuroncompat.simulate.advice import DYNAMIC_SHAPES, Tensor, diagnose

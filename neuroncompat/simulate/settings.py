@@ -16,10 +16,11 @@ an error naming the file, the line and the key, before anything runs.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from neuroncompat.simulate.report import STRICT_KINDS
 

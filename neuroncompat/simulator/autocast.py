@@ -10,7 +10,8 @@ them back to fp32, and a static cache sized from the keys rejects the bf16 value
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -17,17 +17,18 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from types import CodeType
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 logger = logging.getLogger("neuroncompat.simulator")
 
 _lock = threading.Lock()
-_records: list["CompiledGraph"] = []
-_listeners: list[Callable[["CompiledGraph"], None]] = []
+_records: list[CompiledGraph] = []
+_listeners: list[Callable[[CompiledGraph], None]] = []
 _running = threading.local()
 # Dynamo compiles the code after a graph break as a "resume" function named after the original.
 _RESUME = re.compile(r"torch_dynamo_resume_in_(?P<name>.+)_at_(?P<line>\d+)$")

@@ -17,7 +17,8 @@ must then take part in each step (true of LoRA), or DDP raises where hardware wo
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel

@@ -17,7 +17,8 @@ backend is the one the real backend would receive.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import torch
 
@@ -128,7 +129,7 @@ class NeuronTensor(torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     @staticmethod
-    def __new__(cls, elem: torch.Tensor, index: int = 0) -> "NeuronTensor":
+    def __new__(cls, elem: torch.Tensor, index: int = 0) -> NeuronTensor:
         out = torch.Tensor._make_wrapper_subclass(
             cls,
             elem.size(),
@@ -184,7 +185,7 @@ class NeuronTensor(torch.Tensor):
     @staticmethod
     def __tensor_unflatten__(
         inner: dict[str, torch.Tensor], index: int, outer_size: Any, outer_stride: Any
-    ) -> "NeuronTensor":
+    ) -> NeuronTensor:
         return NeuronTensor(inner["_elem"], index)
 
     # -- dispatch ---------------------------------------------------------------------------

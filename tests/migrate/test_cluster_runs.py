@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fixture_runs import assert_trained_on_cpu, losses
 from launch import _checked, free_port, torchrun
 

@@ -12,7 +12,6 @@ import ast
 from pathlib import Path
 
 import pytest
-
 from test_fixtures import assert_check_write_check, assert_golden
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "optimum"

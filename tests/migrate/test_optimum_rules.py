@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from test_rules import run
+
 from migrate.engine import Options, migrate_source
 from migrate.prefilter import may_need_migration
 from migrate.registry import Selection
-from test_rules import run
 
 
 def test_training_and_inference_classes_resolve_by_import_path():

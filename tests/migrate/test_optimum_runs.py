@@ -22,7 +22,12 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="runs migrated scripts on the simulator: needs torch")
 
-from fixture_runs import assert_adapter_trained_on_cpu, assert_trained_on_cpu, losses, run_script
+from fixture_runs import (  # noqa: E402  (imported after the torch skip)
+    assert_adapter_trained_on_cpu,
+    assert_trained_on_cpu,
+    losses,
+    run_script,
+)
 
 pytestmark = pytest.mark.slow  # five migrated scripts run in fresh processes
 
