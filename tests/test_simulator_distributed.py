@@ -137,3 +137,39 @@ def test_tensor_parallel_load_and_greedy_generation(workdir: Path) -> None:
         **tokenizer(prompt, return_tensors="pt"), max_new_tokens=6, do_sample=False
     )
     assert ranks[0]["ids"] == ranks[1]["ids"] == reference[0].tolist()
+
+
+@pytest.fixture(scope="module")
+def rank_checks(workdir: Path) -> dict[int, dict]:
+    """One 2-rank run of ``distributed/rank_checks.py``, read by the tests below."""
+    return _results(torchrun("neuroncompat", [str(SCRIPTS / "rank_checks.py")], workdir, module=True).stdout)
+
+
+def test_index_less_neuron_is_the_rank_core(rank_checks: dict[int, dict]) -> None:
+    assert sorted(rank_checks) == [0, 1]
+    for rank, r in rank_checks.items():
+        core = f"neuron:{rank}"
+        assert r["device"] == core
+        assert r["index_less"] == {"tensor_to": core, "module_to": core, "factory": core, "accelerator_index": rank}
+        assert r["all_reduce_of_index_less"] == [3.0, 3.0]
+
+
+def test_gathers_of_non_flat_tensors(rank_checks: dict[int, dict]) -> None:
+    """accelerate's ``gather`` of ``[2, 1]`` rewards (TRL GRPO/RLOO) and the multi-dim c10d gathers."""
+    block = [[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [[100.0, 101.0, 102.0], [103.0, 104.0, 105.0]]]
+    for r in rank_checks.values():
+        assert r["accelerate_gather"] == r["all_gather_into_tensor"] == [[0.0], [1.0], [100.0], [101.0]]
+        assert r["all_gather_into_tensor_stacked"] == r["all_gather"] == block
+    assert (rank_checks[0]["reduce_scatter_tensor"], rank_checks[1]["reduce_scatter_tensor"]) == ([[100.0, 102.0]], [[104.0, 106.0]])
+    assert rank_checks[0]["gather"] == [[[0.0, 1.0], [2.0, 3.0]], [[100.0, 101.0], [102.0, 103.0]]]
+
+
+def test_fsdp2_meta_device_init_trains_and_matches_single_process(workdir: Path) -> None:
+    """``with torch.device("meta")`` + ``fully_shard`` + ``to_empty`` + ``reset_parameters()`` (DTensor RNG)."""
+    ranks = _results(torchrun("neuroncompat", [str(SCRIPTS / "fsdp2_meta_init.py")], workdir, module=True).stdout)
+    assert sorted(ranks) == [0, 1]
+    for rank, r in ranks.items():
+        assert r["device"] == f"neuron:{rank}" and r["local_shapes"] == [[8, 8], [8], [2, 16], [2]]
+        assert r["initial_finite"] and r["trained"]
+        assert r["shards_differ"], "each shard must draw its own values (DTensor RNG offsets)"
+    assert ranks[0]["max_diff_vs_cpu"] < 1e-5

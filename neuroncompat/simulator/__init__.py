@@ -29,6 +29,7 @@ from neuroncompat.detect import clear_availability_caches, detect_torch_neuronx
 from neuroncompat.simulator import (
     autocast,
     compile_backend,
+    current_device,
     device_module,
     distributed,
     factories,
@@ -106,6 +107,7 @@ def enable(cores: int | None = None) -> None:
     state.configure(cores, default_device=int(os.environ.get("LOCAL_RANK", 0)) % cores)
     torch_neuronx_stub.install()
     pinned_memory.install()
+    current_device.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
 
@@ -139,6 +141,7 @@ def disable() -> None:
         torch._C._set_multithreading_enabled(_autograd_threading.pop())
     torch_neuronx_stub.uninstall()
     pinned_memory.uninstall()
+    current_device.uninstall()
     clear_availability_caches()
 
 

@@ -93,10 +93,16 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def getBackendName(self) -> str:
         return BACKEND
 
-    def _run(self, method: str, outputs: Any, *args: Any, opts: Any = None) -> Any:
-        """Run gloo's ``method`` on CPU views of ``args``; return a done Work holding ``outputs``."""
+    def _run(self, method: str, outputs: Any, *args: Any, opts: Any = None, flat: bool = False) -> Any:
+        """Run gloo's ``method`` on CPU views of ``args``; return a done Work holding ``outputs``.
+
+        ``flat``: hand gloo 1-D views of the (contiguous) tensors, for its single-tensor gathers
+        and scatters, which split the output buffer as a flat array and reject any other shape.
+        """
         host = _Host()
         cpu_args = [host(a) for a in args]
+        if flat:
+            cpu_args = [a.view(-1) if isinstance(a, torch.Tensor) else a for a in cpu_args]
         divide = opts is not None and getattr(opts, "reduceOp", None) == dist.ReduceOp.AVG
         if divide:
             opts.reduceOp = dist.ReduceOp.SUM
@@ -121,7 +127,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return self._run("reduce_scatter", outputs, outputs, inputs, opts=opts)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
-        return self._run("_reduce_scatter_base", output, output, input, opts=opts)
+        return self._run("_reduce_scatter_base", output, output, input, opts=opts, flat=True)
 
     def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
         for output, input in zip(outputs, inputs, strict=True):
@@ -133,7 +139,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return self._run("allgather", outputs, outputs, inputs, opts=opts)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
-        return self._run("_allgather_base", output, output, input, opts=opts)
+        return self._run("_allgather_base", output, output, input, opts=opts, flat=True)
 
     def all_gather_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
         for output, input in zip(outputs, inputs, strict=True):
