@@ -18,6 +18,19 @@ tensor with a Python object needs the GIL, and the main thread, holding it while
 the next collective, waits for that worker's queue lock, so both ranks hung (seen once in
 about ten tensor-parallel generations).
 
+Every collective's gloo ``Work`` and CPU tensors stay referenced from Python until the next
+collective on the same group has completed, and the gloo group runs one worker thread. Gloo's
+worker drops its references to a collective's tensors after the collective has completed; if it
+dropped the last one, freeing the tensor's Python object needs the GIL. When that happened while
+the main thread, holding the GIL, was destroying the group (``~ProcessGroupGloo`` joins its
+workers; e.g. when a DDP model's reducer is freed as the script's globals are torn down after
+``destroy_process_group()``), both waited for ever: a finished 2-rank DDP script hung at exit
+about one run in eight under load (py-spy: the main thread in ``std::thread::join`` under
+``~ProcessGroupGloo``, the worker in ``gil_scoped_acquire`` under ``~AsyncWork``). With one worker,
+a completed later collective proves the worker has let go of the earlier one, so the main thread
+always drops the last reference itself; the last collective's references live in a module-level
+table, which outlives the group. ``bench/bench_distributed_stress.py`` counts such hangs.
+
 Example (each rank, under ``torchrun --nproc_per_node=2 -m neuroncompat train.py``)::
 
     dist.init_process_group(backend="neuron")
@@ -39,6 +52,9 @@ from torch.futures import Future
 from neuroncompat.simulator.tensor import NeuronTensor
 
 BACKEND = "neuron"
+# Per process group: the last collective's gloo Work and CPU tensors (see the module docstring).
+# Module-level so they outlive the group's gloo backend, whose destructor joins its worker.
+_last_collective: dict[int, tuple[Any, list[Any]]] = {}
 
 
 class _Host:
@@ -83,7 +99,11 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
         super().__init__(rank, size)
-        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("neuron-sim/", store), rank, size, timeout)
+        options = dist.ProcessGroupGloo._Options()
+        options._devices = [dist.ProcessGroupGloo.create_default_device()]
+        options._timeout = timeout
+        options._threads = 1  # collectives run one at a time here: one worker, in order (module docstring)
+        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("neuron-sim/", store), rank, size, options)
         # c10d keeps a group's name (DeviceMesh, functional collectives) on its backends. The
         # simulator's dispatch hands functional collectives the CPU payloads, so gloo is also the
         # "cpu" backend, for any collective this class does not override.
@@ -106,7 +126,10 @@ class NeuronProcessGroup(dist.ProcessGroup):
         divide = opts is not None and getattr(opts, "reduceOp", None) == dist.ReduceOp.AVG
         if divide:
             opts.reduceOp = dist.ReduceOp.SUM
-        getattr(self._gloo, method)(*cpu_args, *([opts] if opts is not None else [])).wait()
+        work = getattr(self._gloo, method)(*cpu_args, *([opts] if opts is not None else []))
+        work.wait()
+        # Replacing the previous entry frees the previous collective here, on this thread.
+        _last_collective[id(self)] = (work, cpu_args)
         host.write_back()
         if divide:
             for tensor in _flat(outputs):
