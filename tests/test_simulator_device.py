@@ -293,3 +293,14 @@ def test_rng_state_is_cuda_style_seed_and_offset(neuron: object) -> None:
     assert not torch.equal(torch.rand(6, device="neuron").cpu(), first), "another offset, other values"
     with pytest.raises(RuntimeError, match="16 bytes"):
         torch.neuron.set_rng_state(torch.get_rng_state())
+
+
+def test_torch_load_onto_a_core(neuron: object, tmp_path) -> None:
+    """``map_location="neuron:1"`` (the Trainer's optimizer resume) lands on the core instead of crashing."""
+    path = tmp_path / "state.pt"
+    torch.save({"state": {0: {"exp_avg": torch.arange(3.0)}}, "steps": [torch.ones(2)]}, path)
+    loaded = torch.load(path, map_location="neuron:1", weights_only=True)
+    assert loaded["state"][0]["exp_avg"].device == torch.device("neuron", 1)
+    assert loaded["steps"][0].device == torch.device("neuron", 1)
+    assert loaded["state"][0]["exp_avg"].cpu().tolist() == [0.0, 1.0, 2.0]
+    assert torch.load(path, map_location="cpu", weights_only=True)["steps"][0].device.type == "cpu"

@@ -145,6 +145,7 @@ def rank_checks(workdir: Path) -> dict[int, dict]:
     return _results(torchrun("neuroncompat", [str(SCRIPTS / "rank_checks.py")], workdir, module=True).stdout)
 
 
+@pytest.mark.slow
 def test_index_less_neuron_is_the_rank_core(rank_checks: dict[int, dict]) -> None:
     assert sorted(rank_checks) == [0, 1]
     for rank, r in rank_checks.items():
@@ -154,6 +155,7 @@ def test_index_less_neuron_is_the_rank_core(rank_checks: dict[int, dict]) -> Non
         assert r["all_reduce_of_index_less"] == [3.0, 3.0]
 
 
+@pytest.mark.slow
 def test_gathers_of_non_flat_tensors(rank_checks: dict[int, dict]) -> None:
     """accelerate's ``gather`` of ``[2, 1]`` rewards (TRL GRPO/RLOO) and the multi-dim c10d gathers."""
     block = [[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [[100.0, 101.0, 102.0], [103.0, 104.0, 105.0]]]
@@ -164,6 +166,7 @@ def test_gathers_of_non_flat_tensors(rank_checks: dict[int, dict]) -> None:
     assert rank_checks[0]["gather"] == [[[0.0, 1.0], [2.0, 3.0]], [[100.0, 101.0], [102.0, 103.0]]]
 
 
+@pytest.mark.slow
 def test_fsdp2_meta_device_init_trains_and_matches_single_process(workdir: Path) -> None:
     """``with torch.device("meta")`` + ``fully_shard`` + ``to_empty`` + ``reset_parameters()`` (DTensor RNG)."""
     ranks = _results(torchrun("neuroncompat", [str(SCRIPTS / "fsdp2_meta_init.py")], workdir, module=True).stdout)
@@ -173,3 +176,17 @@ def test_fsdp2_meta_device_init_trains_and_matches_single_process(workdir: Path)
         assert r["initial_finite"] and r["trained"]
         assert r["shards_differ"], "each shard must draw its own values (DTensor RNG offsets)"
     assert ranks[0]["max_diff_vs_cpu"] < 1e-5
+
+
+@pytest.mark.slow
+def test_accelerate_save_load_state_and_trainer_resume_restore_weights_exactly(workdir: Path) -> None:
+    out = workdir / "checkpoints"
+    out.mkdir()
+    ranks = _results(accelerate_launch(SCRIPTS / "accelerate_checkpoint.py", [str(out)], workdir).stdout)
+    assert sorted(ranks) == [0, 1]
+    for rank, r in ranks.items():
+        assert r["device"] == f"neuron:{rank}"
+        assert r["load_state_exact"], "accelerate load_state must restore the saved weights bit for bit"
+        assert r["resume_exact"], "resume_from_checkpoint must end where the uninterrupted run ends"
+        # Faithful to hardware: safetensors' Rust core knows no 'neuron' device (accelerate loads on_device).
+        assert r["on_device_error"] == f"device neuron:{rank} is invalid"

@@ -34,6 +34,7 @@ from neuroncompat.simulator import (
     distributed,
     factories,
     pinned_memory,
+    serialization,
     state,
     torch_neuronx_stub,
 )
@@ -108,6 +109,7 @@ def enable(cores: int | None = None) -> None:
     torch_neuronx_stub.install()
     pinned_memory.install()
     current_device.install()
+    serialization.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
 
@@ -142,6 +144,7 @@ def disable() -> None:
     torch_neuronx_stub.uninstall()
     pinned_memory.uninstall()
     current_device.uninstall()
+    serialization.uninstall()
     clear_availability_caches()
 
 
