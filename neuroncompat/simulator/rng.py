@@ -8,8 +8,11 @@ offset to where that rank's shard starts, so ``reset_parameters()`` after FSDP2'
 init (``to_empty(device="neuron")``) gives every shard different values, and all ranks agree on
 the offset afterwards. A Mersenne-Twister state (what the CPU generator has) makes it fail.
 
-How TorchNeuron's generator is built is not documented publicly (docs/simulator.md); the
-simulator follows CUDA's contract, not its bits:
+The state layout (8-byte seed, then 8-byte offset) and an unseeded generator starting from a
+nondeterministic seed are TorchNeuron's documented behaviour (AWS Neuron docs, "Random number
+generation"). How its on-device kernel turns (seed, offset) into values, and by how much an op
+advances the offset, is not public (docs/simulator.md); there the simulator follows CUDA's
+contract, not its bits:
 
 - ``manual_seed(s)`` sets the seed and offset 0; the same (seed, offset) gives the same draws.
 - a random op draws from a CPU generator seeded by mixing (seed, offset), then advances the
@@ -28,7 +31,6 @@ import struct
 import torch
 
 STATE_BYTES = 16
-DEFAULT_SEED = 67280421310721  # CUDA's default_rng_seed_val
 _MASK64 = (1 << 64) - 1
 
 
@@ -46,15 +48,16 @@ class CoreGenerator:
     __slots__ = ("seed", "offset")
 
     def __init__(self) -> None:
-        self.seed = DEFAULT_SEED
+        self.seed = 0
         self.offset = 0
+        self.random_seed()  # TorchNeuron: an unseeded generator starts from a nondeterministic seed
 
     def manual_seed(self, seed: int) -> None:
         self.seed = int(seed) & _MASK64
         self.offset = 0
 
     def random_seed(self) -> None:
-        """A non-deterministic seed, as ``torch.cuda.seed()``."""
+        """A nondeterministic seed, as ``torch.neuron.seed()``."""
         self.manual_seed(int.from_bytes(os.urandom(8), "little"))
 
     def initial_seed(self) -> int:
