@@ -261,6 +261,8 @@ def test_index_less_neuron_means_the_current_core(neuron: object) -> None:
         assert torch.neuron.current_device() == 0
         torch.accelerator.synchronize()
         torch.accelerator.synchronize("neuron:1")
+        with torch.device("meta"):  # transformers detects a meta-device context with torch.tensor([])
+            assert torch.tensor([]).device.type == torch.as_tensor([1.0]).device.type == "meta"
     finally:
         torch.neuron.set_device(0)
 

@@ -190,3 +190,16 @@ def test_accelerate_save_load_state_and_trainer_resume_restore_weights_exactly(w
         assert r["resume_exact"], "resume_from_checkpoint must end where the uninterrupted run ends"
         # Faithful to hardware: safetensors' Rust core knows no 'neuron' device (accelerate loads on_device).
         assert r["on_device_error"] == f"device neuron:{rank} is invalid"
+
+
+@pytest.mark.slow
+def test_trl_grpo_rloo_and_reward_trainers_two_steps_on_two_ranks(tiny_qwen: Path, tmp_path: Path) -> None:
+    """Each gathers ``[batch, 1]`` rewards or metrics across ranks; the reward head's missing weights get initialised."""
+    ranks = _results(torchrun(SCRIPTS / "trl_trainers.py", [str(tiny_qwen), str(tmp_path / "out")], tmp_path).stdout)
+    assert sorted(ranks) == [0, 1]
+    for rank, r in ranks.items():
+        assert r["device"] == r["param_device"] == f"neuron:{rank}"
+        assert r["steps"] == [2, 2, 2]
+        for trainer in ("grpo", "rloo", "reward"):
+            assert len(r[trainer]) == 2 and all(math.isfinite(x) for x in r[trainer]), (trainer, r[trainer])
+        assert 0.1 < r["reward"][0] < 10, f"a fresh reward head starts near log(2), got {r['reward'][0]}"

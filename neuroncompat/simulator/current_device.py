@@ -105,6 +105,10 @@ def install() -> None:
     """Resolve index-less ``neuron`` to the current core (idempotent)."""
     if _originals:
         return
+    # ``with torch.device(...)`` injects its device into the factories it finds, by identity, in a
+    # cached set built on first use: build it now, so it holds the real ``torch.tensor`` (which
+    # the wrapper calls) and not the wrapper (transformers detects a meta-device context that way).
+    torch.utils._device._device_constructors()
     _replace(torch.Tensor, "to", _with_device_resolved(torch.Tensor.to, positional=1))  # args[0] is self
     _replace(torch, "tensor", _with_device_resolved(torch.tensor, positional=None))
     _replace(torch, "as_tensor", _with_device_resolved(torch.as_tensor, positional=2))
