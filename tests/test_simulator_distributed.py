@@ -203,3 +203,21 @@ def test_trl_grpo_rloo_and_reward_trainers_two_steps_on_two_ranks(tiny_qwen: Pat
         for trainer in ("grpo", "rloo", "reward"):
             assert len(r[trainer]) == 2 and all(math.isfinite(x) for x in r[trainer]), (trainer, r[trainer])
         assert 0.1 < r["reward"][0] < 10, f"a fresh reward head starts near log(2), got {r['reward'][0]}"
+
+
+@pytest.mark.slow
+def test_tensor_parallel_trainer_saves_a_full_model_that_loads_on_cpu(tiny_qwen: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "tp"
+    ranks = _results(torchrun("neuroncompat", [str(SCRIPTS / "tp_trainer.py"), str(tiny_qwen), str(out)], tmp_path, module=True).stdout)
+    assert sorted(ranks) == [0, 1]
+    for rank, r in ranks.items():
+        assert r["sharded"] and r["device"] == f"neuron:{rank}"
+        assert len(r["losses"]) == 2 and all(math.isfinite(x) for x in r["losses"])
+    assert ranks[0]["losses"] == ranks[1]["losses"], "TP ranks compute one loss together"
+    saved = AutoModelForCausalLM.from_pretrained(out / "final").state_dict()
+    initial = AutoModelForCausalLM.from_pretrained(tiny_qwen).state_dict()
+    assert {k: v.shape for k, v in saved.items()} == {k: v.shape for k, v in initial.items()}, "saved shapes must be full"
+    assert all(torch.isfinite(v).all() for v in saved.values())
+    assert any(not torch.equal(saved[k], initial[k]) for k in initial), "no weight changed"
