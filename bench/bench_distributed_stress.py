@@ -41,7 +41,8 @@ dist.init_process_group(backend="neuron")
 rank = dist.get_rank()
 torch.neuron.set_device(int(os.environ["LOCAL_RANK"]))
 torch.manual_seed(0)
-model = DistributedDataParallel(torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to("neuron"))
+layers = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+model = DistributedDataParallel(layers.to("neuron"))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(3):
     x = torch.randn(8, 16, generator=torch.Generator().manual_seed(rank * 10 + step)).to("neuron")
@@ -133,9 +134,9 @@ def main() -> None:
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"{args.runs} runs: {outcomes['ok']} ok, {outcomes['hang']} hung after finishing, {outcomes['fail']} failed; "
-              f"median {summary['median_s']:.1f} s, max {summary['max_s']:.1f} s; load average {summary['load_avg_1_5_15']}; "
-              f"details in {dump_dir}")
+        print(f"{args.runs} runs: {outcomes['ok']} ok, {outcomes['hang']} hung after finishing, "
+              f"{outcomes['fail']} failed; median {summary['median_s']:.1f} s, max {summary['max_s']:.1f} s; "
+              f"load average {summary['load_avg_1_5_15']}; details in {dump_dir}")
 
 
 if __name__ == "__main__":

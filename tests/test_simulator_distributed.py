@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from fixture_runs import assert_adapter_trained_on_cpu, assert_trained_on_cpu, losses
-from launch import WEIGHTS_PROBE, accelerate_launch, torchrun
+from launch import WEIGHTS_PROBE, accelerate_launch, free_port, simulated_env, torchrun
 
 SCRIPTS = Path(__file__).resolve().parent / "distributed"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
@@ -162,7 +164,8 @@ def test_gathers_of_non_flat_tensors(rank_checks: dict[int, dict]) -> None:
     for r in rank_checks.values():
         assert r["accelerate_gather"] == r["all_gather_into_tensor"] == [[0.0], [1.0], [100.0], [101.0]]
         assert r["all_gather_into_tensor_stacked"] == r["all_gather"] == block
-    assert (rank_checks[0]["reduce_scatter_tensor"], rank_checks[1]["reduce_scatter_tensor"]) == ([[100.0, 102.0]], [[104.0, 106.0]])
+    assert rank_checks[0]["reduce_scatter_tensor"] == [[100.0, 102.0]]
+    assert rank_checks[1]["reduce_scatter_tensor"] == [[104.0, 106.0]]
     assert rank_checks[0]["gather"] == [[[0.0, 1.0], [2.0, 3.0]], [[100.0, 101.0], [102.0, 103.0]]]
 
 
@@ -194,7 +197,7 @@ def test_accelerate_save_load_state_and_trainer_resume_restore_weights_exactly(w
 
 @pytest.mark.slow
 def test_trl_grpo_rloo_and_reward_trainers_two_steps_on_two_ranks(tiny_qwen: Path, tmp_path: Path) -> None:
-    """Each gathers ``[batch, 1]`` rewards or metrics across ranks; the reward head's missing weights get initialised."""
+    """Each gathers ``[batch, 1]`` rewards or metrics across ranks; a fresh reward head gets initialised."""
     ranks = _results(torchrun(SCRIPTS / "trl_trainers.py", [str(tiny_qwen), str(tmp_path / "out")], tmp_path).stdout)
     assert sorted(ranks) == [0, 1]
     for rank, r in ranks.items():
@@ -210,7 +213,8 @@ def test_tensor_parallel_trainer_saves_a_full_model_that_loads_on_cpu(tiny_qwen:
     from transformers import AutoModelForCausalLM
 
     out = tmp_path / "tp"
-    ranks = _results(torchrun("neuroncompat", [str(SCRIPTS / "tp_trainer.py"), str(tiny_qwen), str(out)], tmp_path, module=True).stdout)
+    args = [str(SCRIPTS / "tp_trainer.py"), str(tiny_qwen), str(out)]
+    ranks = _results(torchrun("neuroncompat", args, tmp_path, module=True).stdout)
     assert sorted(ranks) == [0, 1]
     for rank, r in ranks.items():
         assert r["sharded"] and r["device"] == f"neuron:{rank}"
@@ -218,6 +222,31 @@ def test_tensor_parallel_trainer_saves_a_full_model_that_loads_on_cpu(tiny_qwen:
     assert ranks[0]["losses"] == ranks[1]["losses"], "TP ranks compute one loss together"
     saved = AutoModelForCausalLM.from_pretrained(out / "final").state_dict()
     initial = AutoModelForCausalLM.from_pretrained(tiny_qwen).state_dict()
-    assert {k: v.shape for k, v in saved.items()} == {k: v.shape for k, v in initial.items()}, "saved shapes must be full"
+    shapes = {k: v.shape for k, v in initial.items()}
+    assert {k: v.shape for k, v in saved.items()} == shapes, "saved shapes must be full"
     assert all(torch.isfinite(v).all() for v in saved.values())
     assert any(not torch.equal(saved[k], initial[k]) for k in initial), "no weight changed"
+
+
+@pytest.mark.slow
+def test_two_nodes_of_two_processes_on_localhost(tmp_path: Path) -> None:
+    """``torchrun --nnodes 2 --node_rank N`` twice, rendezvous on 127.0.0.1: 4 ranks, 2 cores per node."""
+    port = str(free_port())
+    launches = [
+        subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "2",
+                          "--node_rank", str(node), "--master_addr", "127.0.0.1", "--master_port", port,
+                          "-m", "neuroncompat", str(SCRIPTS / "collectives.py")],
+                         env=simulated_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for node in (0, 1)
+    ]
+    outputs = [launch.communicate(timeout=600) for launch in launches]
+    for launch, (stdout, stderr) in zip(launches, outputs):
+        assert launch.returncode == 0, f"{stdout[-3000:]}\n{stderr[-6000:]}"
+    ranks = _results(outputs[0][0] + outputs[1][0])
+    assert sorted(ranks) == [0, 1, 2, 3]
+    for rank, r in ranks.items():
+        assert r["device"] == f"neuron:{rank % 2}", "each node's local ranks own that node's cores"
+        assert r["all_reduce"] == [10.0, 10.0]
+        assert r["all_gather_into_tensor"] == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+        assert r["all_gather_object"] == [{"rank": i} for i in range(4)]
+    assert ranks[1]["recv"] == [7.0, 7.0]

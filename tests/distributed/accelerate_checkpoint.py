@@ -64,7 +64,10 @@ class Regression(torch.nn.Module):
         return {"loss": torch.nn.functional.mse_loss(self.net(x).squeeze(-1), labels)}
 
 
-data = [{"x": torch.randn(8, generator=torch.Generator().manual_seed(i)), "labels": torch.tensor(float(i % 3))} for i in range(32)]
+data = [
+    {"x": torch.randn(8, generator=torch.Generator().manual_seed(i)), "labels": torch.tensor(float(i % 3))}
+    for i in range(32)
+]
 
 
 def train(run: str, resume: str | None = None) -> dict[str, torch.Tensor]:

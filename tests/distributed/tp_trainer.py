@@ -11,12 +11,19 @@ import sys
 import torch.distributed as dist
 from datasets import Dataset
 from torch.distributed.tensor import DTensor
-from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForLanguageModeling, Trainer, TrainingArguments
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    DataCollatorForLanguageModeling,
+    Trainer,
+    TrainingArguments,
+)
 from transformers.distributed import DistributedConfig
 
 path, out = sys.argv[1], sys.argv[2]
 tokenizer = AutoTokenizer.from_pretrained(path)
-model = AutoModelForCausalLM.from_pretrained(path, distributed_config=DistributedConfig(tp_size=int(os.environ["WORLD_SIZE"])))
+tp = DistributedConfig(tp_size=int(os.environ["WORLD_SIZE"]))
+model = AutoModelForCausalLM.from_pretrained(path, distributed_config=tp)
 texts = [f"the neuron core compiles a graph for every new shape {i}" for i in range(8)]
 data = Dataset.from_dict(tokenizer(texts))
 args = TrainingArguments(output_dir=out, max_steps=2, per_device_train_batch_size=2, learning_rate=1e-3, report_to=[],
