@@ -238,3 +238,70 @@ def test_pypi_placeholder_is_detected_not_imported(tmp_path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["placeholder", "simulated"]
+
+
+def test_index_less_neuron_means_the_current_core(neuron: object) -> None:
+    """After ``set_device(1)`` every way of saying ``"neuron"`` lands on core 1, as on a rank-1 trn2 process."""
+    torch.neuron.set_device(1)
+    try:
+        assert torch.ones(2).to("neuron").device.index == 1
+        assert torch.ones(2).to(device=torch.device("neuron"), dtype=torch.float16).device.index == 1
+        assert torch.ones(2, device="neuron:0").to("neuron").device.index == 1
+        assert torch.nn.Linear(2, 2).to("neuron").weight.device.index == 1
+        assert torch.tensor([1.0], device="neuron").device.index == 1
+        assert torch.as_tensor([1.0], device="neuron").device.index == 1
+        assert torch.ones(2, device="neuron").device.index == 1
+        assert torch.accelerator.current_device_index() == 1
+        with torch.accelerator.device_index(0):
+            assert torch.ones(2).to("neuron").device.index == 0
+            assert torch.neuron.current_device() == 0
+        assert torch.accelerator.current_device_index() == 1
+        torch.accelerator.set_device_index(0)
+        assert torch.neuron.current_device() == 0
+        torch.accelerator.synchronize()
+        torch.accelerator.synchronize("neuron:1")
+        with torch.device("meta"):  # transformers detects a meta-device context with torch.tensor([])
+            assert torch.tensor([]).device.type == torch.as_tensor([1.0]).device.type == "meta"
+    finally:
+        torch.neuron.set_device(0)
+
+
+def test_data_ptr_points_into_the_storage_so_safetensors_saves(neuron: object, tmp_path) -> None:
+    from safetensors.torch import load_file, save_model
+
+    t = torch.arange(6.0, device="neuron:1").reshape(2, 3)
+    assert t.data_ptr() == t.untyped_storage().data_ptr() != 0
+    assert t[1].data_ptr() == t.data_ptr() + 3 * t.element_size()
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)).to("neuron")
+    save_model(model, str(tmp_path / "model.safetensors"))
+    loaded = load_file(str(tmp_path / "model.safetensors"))
+    assert all(torch.equal(loaded[k], v.cpu()) for k, v in model.state_dict().items())
+
+
+def test_rng_state_is_cuda_style_seed_and_offset(neuron: object) -> None:
+    """16 bytes, seed then offset, which DTensor's RNG tracker rewrites to place each shard's draws."""
+    torch.neuron.manual_seed(1234)
+    state = torch.neuron.get_rng_state()
+    assert state.dtype == torch.uint8 and state.device.type == "cpu" and state.numel() == 16
+    assert state[:8].view(torch.uint64).item() == 1234 and state[8:].view(torch.int64).item() == 0
+    first = torch.rand(6, device="neuron").cpu()
+    assert torch.neuron.get_rng_state()[8:].view(torch.int64).item() == 8, "6 values advance the offset by 8"
+    torch.neuron.set_rng_state(state)
+    assert torch.equal(torch.rand(6, device="neuron").cpu(), first)
+    shifted = state.clone()
+    shifted[8:] = torch.tensor([4], dtype=torch.int64).view(torch.uint8)
+    torch.neuron.set_rng_state(shifted)
+    assert not torch.equal(torch.rand(6, device="neuron").cpu(), first), "another offset, other values"
+    with pytest.raises(RuntimeError, match="16 bytes"):
+        torch.neuron.set_rng_state(torch.get_rng_state())
+
+
+def test_torch_load_onto_a_core(neuron: object, tmp_path) -> None:
+    """``map_location="neuron:1"`` (the Trainer's optimizer resume) lands on the core instead of crashing."""
+    path = tmp_path / "state.pt"
+    torch.save({"state": {0: {"exp_avg": torch.arange(3.0)}}, "steps": [torch.ones(2)]}, path)
+    loaded = torch.load(path, map_location="neuron:1", weights_only=True)
+    assert loaded["state"][0]["exp_avg"].device == torch.device("neuron", 1)
+    assert loaded["steps"][0].device == torch.device("neuron", 1)
+    assert loaded["state"][0]["exp_avg"].cpu().tolist() == [0.0, 1.0, 2.0]
+    assert torch.load(path, map_location="cpu", weights_only=True)["steps"][0].device.type == "cpu"

@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from fixture_runs import assert_adapter_trained_on_cpu, assert_trained_on_cpu, losses
-from launch import WEIGHTS_PROBE, accelerate_launch, torchrun
+from launch import WEIGHTS_PROBE, accelerate_launch, free_port, simulated_env, torchrun
 
 pytestmark = pytest.mark.slow  # torchrun and accelerate launches of two ranks
 
@@ -138,3 +140,114 @@ def test_tensor_parallel_load_and_greedy_generation(workdir: Path) -> None:
         **tokenizer(prompt, return_tensors="pt"), max_new_tokens=6, do_sample=False
     )
     assert ranks[0]["ids"] == ranks[1]["ids"] == reference[0].tolist()
+
+
+@pytest.fixture(scope="module")
+def rank_checks(workdir: Path) -> dict[int, dict]:
+    """One 2-rank run of ``distributed/rank_checks.py``, read by the tests below."""
+    return _results(torchrun("neuroncompat", [str(SCRIPTS / "rank_checks.py")], workdir, module=True).stdout)
+
+
+@pytest.mark.slow
+def test_index_less_neuron_is_the_rank_core(rank_checks: dict[int, dict]) -> None:
+    assert sorted(rank_checks) == [0, 1]
+    for rank, r in rank_checks.items():
+        core = f"neuron:{rank}"
+        assert r["device"] == core
+        assert r["index_less"] == {"tensor_to": core, "module_to": core, "factory": core, "accelerator_index": rank}
+        assert r["all_reduce_of_index_less"] == [3.0, 3.0]
+
+
+@pytest.mark.slow
+def test_gathers_of_non_flat_tensors(rank_checks: dict[int, dict]) -> None:
+    """accelerate's ``gather`` of ``[2, 1]`` rewards (TRL GRPO/RLOO) and the multi-dim c10d gathers."""
+    block = [[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [[100.0, 101.0, 102.0], [103.0, 104.0, 105.0]]]
+    for r in rank_checks.values():
+        assert r["accelerate_gather"] == r["all_gather_into_tensor"] == [[0.0], [1.0], [100.0], [101.0]]
+        assert r["all_gather_into_tensor_stacked"] == r["all_gather"] == block
+    assert rank_checks[0]["reduce_scatter_tensor"] == [[100.0, 102.0]]
+    assert rank_checks[1]["reduce_scatter_tensor"] == [[104.0, 106.0]]
+    assert rank_checks[0]["gather"] == [[[0.0, 1.0], [2.0, 3.0]], [[100.0, 101.0], [102.0, 103.0]]]
+
+
+@pytest.mark.slow
+def test_fsdp2_meta_device_init_trains_and_matches_single_process(workdir: Path) -> None:
+    """``with torch.device("meta")`` + ``fully_shard`` + ``to_empty`` + ``reset_parameters()`` (DTensor RNG)."""
+    ranks = _results(torchrun("neuroncompat", [str(SCRIPTS / "fsdp2_meta_init.py")], workdir, module=True).stdout)
+    assert sorted(ranks) == [0, 1]
+    for rank, r in ranks.items():
+        assert r["device"] == f"neuron:{rank}" and r["local_shapes"] == [[8, 8], [8], [2, 16], [2]]
+        assert r["initial_finite"] and r["trained"]
+        assert r["shards_differ"], "each shard must draw its own values (DTensor RNG offsets)"
+    assert ranks[0]["max_diff_vs_cpu"] < 1e-5
+
+
+@pytest.mark.slow
+def test_accelerate_save_load_state_and_trainer_resume_restore_weights_exactly(workdir: Path) -> None:
+    out = workdir / "checkpoints"
+    out.mkdir()
+    ranks = _results(accelerate_launch(SCRIPTS / "accelerate_checkpoint.py", [str(out)], workdir).stdout)
+    assert sorted(ranks) == [0, 1]
+    for rank, r in ranks.items():
+        assert r["device"] == f"neuron:{rank}"
+        assert r["load_state_exact"], "accelerate load_state must restore the saved weights bit for bit"
+        assert r["resume_exact"], "resume_from_checkpoint must end where the uninterrupted run ends"
+        # Faithful to hardware: safetensors' Rust core knows no 'neuron' device (accelerate loads on_device).
+        assert r["on_device_error"] == f"device neuron:{rank} is invalid"
+
+
+@pytest.mark.slow
+def test_trl_grpo_rloo_and_reward_trainers_two_steps_on_two_ranks(tiny_qwen: Path, tmp_path: Path) -> None:
+    """Each gathers ``[batch, 1]`` rewards or metrics across ranks; a fresh reward head gets initialised."""
+    ranks = _results(torchrun(SCRIPTS / "trl_trainers.py", [str(tiny_qwen), str(tmp_path / "out")], tmp_path).stdout)
+    assert sorted(ranks) == [0, 1]
+    for rank, r in ranks.items():
+        assert r["device"] == r["param_device"] == f"neuron:{rank}"
+        assert r["steps"] == [2, 2, 2]
+        for trainer in ("grpo", "rloo", "reward"):
+            assert len(r[trainer]) == 2 and all(math.isfinite(x) for x in r[trainer]), (trainer, r[trainer])
+        assert 0.1 < r["reward"][0] < 10, f"a fresh reward head starts near log(2), got {r['reward'][0]}"
+
+
+@pytest.mark.slow
+def test_tensor_parallel_trainer_saves_a_full_model_that_loads_on_cpu(tiny_qwen: Path, tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "tp"
+    args = [str(SCRIPTS / "tp_trainer.py"), str(tiny_qwen), str(out)]
+    ranks = _results(torchrun("neuroncompat", args, tmp_path, module=True).stdout)
+    assert sorted(ranks) == [0, 1]
+    for rank, r in ranks.items():
+        assert r["sharded"] and r["device"] == f"neuron:{rank}"
+        assert len(r["losses"]) == 2 and all(math.isfinite(x) for x in r["losses"])
+    assert ranks[0]["losses"] == ranks[1]["losses"], "TP ranks compute one loss together"
+    saved = AutoModelForCausalLM.from_pretrained(out / "final").state_dict()
+    initial = AutoModelForCausalLM.from_pretrained(tiny_qwen).state_dict()
+    shapes = {k: v.shape for k, v in initial.items()}
+    assert {k: v.shape for k, v in saved.items()} == shapes, "saved shapes must be full"
+    assert all(torch.isfinite(v).all() for v in saved.values())
+    assert any(not torch.equal(saved[k], initial[k]) for k in initial), "no weight changed"
+
+
+@pytest.mark.slow
+def test_two_nodes_of_two_processes_on_localhost(tmp_path: Path) -> None:
+    """``torchrun --nnodes 2 --node_rank N`` twice, rendezvous on 127.0.0.1: 4 ranks, 2 cores per node."""
+    port = str(free_port())
+    launches = [
+        subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "2",
+                          "--node_rank", str(node), "--master_addr", "127.0.0.1", "--master_port", port,
+                          "-m", "neuroncompat", str(SCRIPTS / "collectives.py")],
+                         env=simulated_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for node in (0, 1)
+    ]
+    outputs = [launch.communicate(timeout=600) for launch in launches]
+    for launch, (stdout, stderr) in zip(launches, outputs):
+        assert launch.returncode == 0, f"{stdout[-3000:]}\n{stderr[-6000:]}"
+    ranks = _results(outputs[0][0] + outputs[1][0])
+    assert sorted(ranks) == [0, 1, 2, 3]
+    for rank, r in ranks.items():
+        assert r["device"] == f"neuron:{rank % 2}", "each node's local ranks own that node's cores"
+        assert r["all_reduce"] == [10.0, 10.0]
+        assert r["all_gather_into_tensor"] == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+        assert r["all_gather_object"] == [{"rank": i} for i in range(4)]
+    assert ranks[1]["recv"] == [7.0, 7.0]

@@ -29,10 +29,12 @@ from neuroncompat.detect import clear_availability_caches, detect_torch_neuronx
 from neuroncompat.simulator import (
     autocast,
     compile_backend,
+    current_device,
     device_module,
     distributed,
     factories,
     pinned_memory,
+    serialization,
     state,
     torch_neuronx_stub,
 )
@@ -106,6 +108,8 @@ def enable(cores: int | None = None) -> None:
     state.configure(cores, default_device=int(os.environ.get("LOCAL_RANK", 0)) % cores)
     torch_neuronx_stub.install()
     pinned_memory.install()
+    current_device.install()
+    serialization.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
 
@@ -139,6 +143,8 @@ def disable() -> None:
         torch._C._set_multithreading_enabled(_autograd_threading.pop())
     torch_neuronx_stub.uninstall()
     pinned_memory.uninstall()
+    current_device.uninstall()
+    serialization.uninstall()
     clear_availability_caches()
 
 

@@ -136,6 +136,7 @@ def get_device_name(device: Any = None) -> str:
 
 
 # -- random number generation ---------------------------------------------------------------
+# One (seed, offset) generator per core, its state 16 bytes as torch.cuda's: see simulator.rng.
 def manual_seed(seed: int) -> None:
     state.generator(state.current_device()).manual_seed(int(seed))
 
@@ -146,12 +147,12 @@ def manual_seed_all(seed: int) -> None:
 
 
 def seed() -> None:
-    state.generator(state.current_device()).seed()
+    state.generator(state.current_device()).random_seed()
 
 
 def seed_all() -> None:
     for i in range(max(state.cores(), 1)):
-        state.generator(i).seed()
+        state.generator(i).random_seed()
 
 
 def initial_seed() -> int:
@@ -163,7 +164,7 @@ def get_rng_state(device: Any = None) -> torch.Tensor:
 
 
 def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
-    state.generator(_index(device)).set_state(new_state.cpu())
+    state.generator(_index(device)).set_state(new_state)
 
 
 def get_rng_state_all() -> list[torch.Tensor]:

@@ -18,6 +18,19 @@ tensor with a Python object needs the GIL, and the main thread, holding it while
 the next collective, waits for that worker's queue lock, so both ranks hung (seen once in
 about ten tensor-parallel generations).
 
+Every collective's gloo ``Work`` and CPU tensors stay referenced from Python until the next
+collective on the same group has completed, and the gloo group runs one worker thread. Gloo's
+worker drops its references to a collective's tensors after the collective has completed; if it
+dropped the last one, freeing the tensor's Python object needs the GIL. When that happened while
+the main thread, holding the GIL, was destroying the group (``~ProcessGroupGloo`` joins its
+workers; e.g. when a DDP model's reducer is freed as the script's globals are torn down after
+``destroy_process_group()``), both waited for ever: a finished 2-rank DDP script hung at exit
+about one run in eight under load (py-spy: the main thread in ``std::thread::join`` under
+``~ProcessGroupGloo``, the worker in ``gil_scoped_acquire`` under ``~AsyncWork``). With one worker,
+a completed later collective proves the worker has let go of the earlier one, so the main thread
+always drops the last reference itself; the last collective's references live in a module-level
+table, which outlives the group. ``bench/bench_distributed_stress.py`` counts such hangs.
+
 Example (each rank, under ``torchrun --nproc_per_node=2 -m neuroncompat train.py``)::
 
     dist.init_process_group(backend="neuron")
@@ -39,6 +52,9 @@ from torch.futures import Future
 from neuroncompat.simulator.tensor import NeuronTensor
 
 BACKEND = "neuron"
+# Per process group: the last collective's gloo Work and CPU tensors (see the module docstring).
+# Module-level so they outlive the group's gloo backend, whose destructor joins its worker.
+_last_collective: dict[int, tuple[Any, list[Any]]] = {}
 
 
 class _Host:
@@ -83,7 +99,11 @@ class NeuronProcessGroup(dist.ProcessGroup):
 
     def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
         super().__init__(rank, size)
-        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("neuron-sim/", store), rank, size, timeout)
+        options = dist.ProcessGroupGloo._Options()
+        options._devices = [dist.ProcessGroupGloo.create_default_device()]
+        options._timeout = timeout
+        options._threads = 1  # collectives run one at a time here: one worker, in order (module docstring)
+        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("neuron-sim/", store), rank, size, options)
         # c10d keeps a group's name (DeviceMesh, functional collectives) on its backends. The
         # simulator's dispatch hands functional collectives the CPU payloads, so gloo is also the
         # "cpu" backend, for any collective this class does not override.
@@ -93,14 +113,23 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def getBackendName(self) -> str:
         return BACKEND
 
-    def _run(self, method: str, outputs: Any, *args: Any, opts: Any = None) -> Any:
-        """Run gloo's ``method`` on CPU views of ``args``; return a done Work holding ``outputs``."""
+    def _run(self, method: str, outputs: Any, *args: Any, opts: Any = None, flat: bool = False) -> Any:
+        """Run gloo's ``method`` on CPU views of ``args``; return a done Work holding ``outputs``.
+
+        ``flat``: hand gloo 1-D views of the (contiguous) tensors, for its single-tensor gathers
+        and scatters, which split the output buffer as a flat array and reject any other shape.
+        """
         host = _Host()
         cpu_args = [host(a) for a in args]
+        if flat:
+            cpu_args = [a.view(-1) if isinstance(a, torch.Tensor) else a for a in cpu_args]
         divide = opts is not None and getattr(opts, "reduceOp", None) == dist.ReduceOp.AVG
         if divide:
             opts.reduceOp = dist.ReduceOp.SUM
-        getattr(self._gloo, method)(*cpu_args, *([opts] if opts is not None else [])).wait()
+        work = getattr(self._gloo, method)(*cpu_args, *([opts] if opts is not None else []))
+        work.wait()
+        # Replacing the previous entry frees the previous collective here, on this thread.
+        _last_collective[id(self)] = (work, cpu_args)
         host.write_back()
         if divide:
             for tensor in _flat(outputs):
@@ -121,7 +150,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return self._run("reduce_scatter", outputs, outputs, inputs, opts=opts)
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
-        return self._run("_reduce_scatter_base", output, output, input, opts=opts)
+        return self._run("_reduce_scatter_base", output, output, input, opts=opts, flat=True)
 
     def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
         for output, input in zip(outputs, inputs, strict=True):
@@ -133,7 +162,7 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return self._run("allgather", outputs, outputs, inputs, opts=opts)
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
-        return self._run("_allgather_base", output, output, input, opts=opts)
+        return self._run("_allgather_base", output, output, input, opts=opts, flat=True)
 
     def all_gather_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
         for output, input in zip(outputs, inputs, strict=True):

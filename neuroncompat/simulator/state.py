@@ -12,6 +12,8 @@ import weakref
 
 import torch
 
+from neuroncompat.simulator.rng import CoreGenerator
+
 # Logical NeuronCore memory on Trn2 with the default LNC=2: 96 GiB HBM per chip, 4 logical cores.
 CORE_MEMORY_BYTES = 24 * 1024**3
 
@@ -19,7 +21,7 @@ _enabled = False
 _cores = 0
 _default_device = 0
 _local = threading.local()
-_generators: dict[int, torch.Generator] = {}
+_generators: dict[int, CoreGenerator] = {}
 _lock = threading.Lock()
 # storage key -> [live wrappers, bytes, core]; allocated/peak bytes per core.
 _storages: dict[int, list[int]] = {}
@@ -38,7 +40,7 @@ def configure(cores: int, default_device: int = 0) -> None:
         raise ValueError(f"the simulated device needs at least one core, got cores={cores}")
     _enabled, _cores, _default_device = True, cores, default_device
     for i in range(cores):
-        _generators.setdefault(i, torch.Generator())
+        _generators.setdefault(i, CoreGenerator())
         _allocated.setdefault(i, 0)
         _peak.setdefault(i, 0)
 
@@ -73,10 +75,10 @@ def check_index(index: int) -> None:
         )
 
 
-def generator(index: int) -> torch.Generator:
+def generator(index: int) -> CoreGenerator:
     gen = _generators.get(index)
     if gen is None:
-        gen = _generators[index] = torch.Generator()
+        gen = _generators[index] = CoreGenerator()
     return gen
 
 

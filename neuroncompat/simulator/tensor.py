@@ -169,6 +169,20 @@ class NeuronTensor(torch.Tensor):
             return super().untyped_storage()
         return self._elem.untyped_storage()
 
+    def data_ptr(self) -> int:  # type: ignore[override]
+        """The payload's first element, consistent with :meth:`untyped_storage`.
+
+        A device tensor's ``data_ptr()`` is the address of its first element in device memory;
+        safetensors compares it with the storage's span to find tensors that share memory, and
+        refuses to save (accelerate ``save_state``, Trainer checkpoints) when it reads 0 beside a
+        real storage pointer. Under Dynamo it stays the wrapper's own, as the storage does.
+        """
+        from torch._guards import TracingContext
+
+        if TracingContext.try_get() is not None:
+            return super().data_ptr()
+        return self._elem.data_ptr()
+
     def tolist(self) -> Any:  # type: ignore[override]
         return self._elem.tolist()
 
@@ -258,19 +272,34 @@ def _check_same_device(op: str, seen: list[int], cpu_operands: list[torch.Tensor
 
 
 def _run_seeded(func: Callable, info: _OpInfo, index: int, args: Any, kwargs: dict) -> Any:
-    """Run a random op with the simulated core's generator, as the device's own RNG would."""
-    gen = state.generator(index)
+    """Run a random op from the simulated core's (seed, offset) generator (``simulator.rng``).
+
+    An explicit ``generator=`` is the caller's and is used as given.
+    """
+    if info.generator_arg and kwargs.get("generator") is not None:
+        return func(*args, **kwargs)
+    core = state.generator(index)
+    gen = core.cpu_generator()
     if info.generator_arg:
-        if kwargs.get("generator") is None:
-            kwargs["generator"] = gen
-        return func(*args, **kwargs)
-    cpu_state = torch.default_generator.get_state()
-    torch.default_generator.set_state(gen.get_state())
-    try:
-        return func(*args, **kwargs)
-    finally:
-        gen.set_state(torch.default_generator.get_state())
-        torch.default_generator.set_state(cpu_state)
+        kwargs["generator"] = gen
+        out = func(*args, **kwargs)
+    else:
+        cpu_state = torch.default_generator.get_state()
+        torch.default_generator.set_state(gen.get_state())
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            torch.default_generator.set_state(cpu_state)
+    core.advance(sum(t.numel() for t in _tensors(out)))
+    return out
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
 
 
 def _written_inputs(info: _OpInfo, args: tuple, kwargs: dict, out: Any) -> Any:
