@@ -14,10 +14,11 @@ import json
 import sys
 from pathlib import Path
 
-import neuroncompat  # noqa: F401  (migrated scripts import it; each rank starts the simulator)
 import torch
 from accelerate import Accelerator
 from transformers import Trainer, TrainingArguments
+
+import neuroncompat  # noqa: F401  (migrated scripts import it; each rank starts the simulator)
 
 out = Path(sys.argv[1])
 accelerator = Accelerator()

@@ -10,11 +10,11 @@ import json
 import sys
 from pathlib import Path
 
-import neuroncompat  # noqa: F401  (migrated scripts import it; each rank starts the simulator)
-import torch
 from datasets import Dataset
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer, RewardConfig, RewardTrainer, RLOOConfig, RLOOTrainer
+
+import neuroncompat  # noqa: F401  (migrated scripts import it; each rank starts the simulator)
 
 model_path, out = sys.argv[1], Path(sys.argv[2])
 tokenizer = AutoTokenizer.from_pretrained(model_path)
