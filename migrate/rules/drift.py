@@ -165,6 +165,9 @@ FIELDS: dict[str, Removed] = {
                                  "separately, max_length bounds the whole sequence", owners="trl"),
 }
 
+# TRL 1.x `ModelConfig` fields renamed with transformers 5 (`model_args.torch_dtype` is an AttributeError).
+MODEL_CONFIG_FIELDS = {"torch_dtype": "dtype"}
+
 
 def _is_args(name: str) -> bool:
     return name.endswith("TrainingArguments") or (name.endswith("Config") and name not in ("LoraConfig", "BitsAndBytesConfig", "GenerationConfig", "AutoConfig", "ProjectConfiguration"))
@@ -229,7 +232,7 @@ def _arguments_class(node: cst.BaseExpression, ctx: FileContext) -> str | None:
     root, name = qualified.split(".")[0], qualified.rpartition(".")[2]
     if root == "transformers" and name.endswith("TrainingArguments"):
         return name
-    if root == "trl" and name.endswith("Config") and name not in ("ModelConfig", "DatasetMixtureConfig"):
+    if root == "trl" and name.endswith("Config") and name != "DatasetMixtureConfig":
         return name
     if root == "optimum" and name.endswith(("TrainingArguments", "SFTConfig", "ORPOConfig")):
         return name
@@ -337,11 +340,19 @@ def _index(value: cst.BaseExpression) -> int | None:
 @on("Attribute")
 def removed_field_read(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     """`training_args.overwrite_output_dir` -> `True`; `.evaluation_strategy` -> `.eval_strategy`; else TODO."""
-    removed = FIELDS.get(node.attr.value)
-    if removed is None or type(node.value) is not cst.Name:
+    if type(node.value) is not cst.Name:
         return node
     receiver, name = node.value.value, node.attr.value
     cls = _bindings(ctx).arguments.get(receiver)
+    if cls == "ModelConfig":  # TRL's model arguments are no training arguments: their own renames only
+        new = MODEL_CONFIG_FIELDS.get(name)
+        if new is None or not ctx.enabled("NM709") or _assigned(ctx.text, receiver, name):
+            return node
+        ctx.hit("NM709")
+        return node.with_changes(attr=cst.Name(new))
+    removed = FIELDS.get(name)
+    if removed is None:
+        return node
     if cls is None or not removed.owned_by(cls) or _assigned(ctx.text, receiver, name):
         return node
     if removed.read is None:
