@@ -197,7 +197,7 @@ def device_variable(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     if name in variables.devices:
         new = through(device_literal)(node.value, ctx)
     elif name in variables.map_only:
-        new = through(_map_location)(node.value, ctx)
+        new = _cpu_location(node.value, ctx)
     else:
         return node
     if new is None:
@@ -217,6 +217,14 @@ def _pipeline_ordinal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExp
 setting("NM102", _DEVICE_NAMES, through(device_literal))
 
 
+def _cpu_location(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    """`_map_location` through conditionals; `"cpu" if cuda else "cpu"` folds to `"cpu"`."""
+    new = through(_map_location)(node, ctx)
+    if type(new) is cst.IfExp and string_value(new.body) == "cpu" and string_value(new.orelse) == "cpu":
+        return new.orelse
+    return new
+
+
 def _map_location(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
     """Checkpoints load to CPU; `load_state_dict` then copies into the model wherever it is."""
     if device_literal(node, ctx) is None:
@@ -226,7 +234,7 @@ def _map_location(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpress
     return cst.SimpleString('"cpu"')  # an f-string or `"cuda:{}".format(r)`
 
 
-setting("NM102", r"map_location", through(_map_location), assign=False)
+setting("NM102", r"map_location", _cpu_location, assign=False)
 setting("NM106", r"device", through(_pipeline_ordinal))
 
 
