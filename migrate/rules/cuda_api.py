@@ -103,7 +103,9 @@ class _Unguard(cst.CSTTransformer):
         if self.ctx.qualify(updated.func) != "torch.neuron.is_available":
             return updated
         self.reverted += 1
-        return updated.with_changes(func=cst.Attribute(value=self.ctx.module_ref("torch.cuda"), attr=cst.Name("is_available")))
+        assert type(updated.func) is cst.Attribute and type(updated.func.value) is cst.Attribute
+        neuron = updated.func.value  # `<torch>.neuron`, as NM104 wrote it
+        return updated.with_changes(func=updated.func.with_changes(value=neuron.with_changes(attr=cst.Name("cuda"))))
 
 
 @on("If")

@@ -270,6 +270,8 @@ def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpressio
                 if new_value is None:
                     return None
                 new = new_value
+            elif _DEVICE_VALUE_NAMES.fullmatch(last_name(value) or ""):
+                return None  # `{"": device}`: a device value, renamed where it is set (NM102)
             else:
                 new = _fstring("neuron:", value)
             return node.with_changes(elements=[element.with_changes(value=new)])
@@ -394,5 +396,6 @@ def drop_get_kbit_device_map(node: cst.ImportFrom, ctx: FileContext) -> cst.CSTN
     ctx.hit("NM105")
     if not names:
         return cst.RemoveFromParent()
-    names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    if node.names[-1] not in names:  # the last name went: the new last takes its comma (or none)
+        names[-1] = names[-1].with_changes(comma=node.names[-1].comma)
     return node.with_changes(names=names)

@@ -57,7 +57,10 @@ def through(rewrite: Callable[[cst.BaseExpression, FileContext], "cst.BaseExpres
             body, orelse = walk(node.body, ctx), walk(node.orelse, ctx)
             if body is None and orelse is None:
                 return None
-            return node.with_changes(body=body or node.body, orelse=orelse or node.orelse)
+            body, orelse = body or node.body, orelse or node.orelse
+            if _same(body, orelse):  # `bf16 if a else fp16` -> `bf16 if a else bf16` says `bf16`
+                return body
+            return node.with_changes(body=body, orelse=orelse)
         if type(node) is cst.BooleanOperation:
             left, right = walk(node.left, ctx), walk(node.right, ctx)
             if left is None and right is None:
@@ -66,6 +69,11 @@ def through(rewrite: Callable[[cst.BaseExpression, FileContext], "cst.BaseExpres
         return rewrite(node, ctx)
 
     return walk
+
+
+def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    module = cst.Module([])
+    return module.code_for_node(a) == module.code_for_node(b)
 
 
 def _apply(name: str | None, value: cst.BaseExpression, ctx: FileContext, keyword: bool) -> tuple[cst.BaseExpression | None, str | None]:
