@@ -45,7 +45,8 @@ RECIPE_KEYS = frozenset({
 })
 # bytes one of the rules needs to see; a file without any of them is not composed at all
 _TRIGGER = re.compile(
-    rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|use_liger|load_in_[48]bit|use_vllm|tf32|torch_dtype|" + "|".join(DRIFT).encode()
+    rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|use_liger|load_in_[48]bit|use_vllm|tf32|"
+    rb"torch_dtype|" + "|".join(DRIFT).encode()
 )
 _BOOL = "tag:yaml.org,2002:bool"
 _TRUE = frozenset({"true", "yes", "on"})

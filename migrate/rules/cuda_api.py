@@ -164,7 +164,8 @@ def unused_cuda_import(node: cst.Module, ctx: FileContext) -> cst.Module:
             keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
             body[index] = stmt.with_changes(body=[small.with_changes(names=keep)])
         elif index + 1 < len(body):
-            body[index + 1] = body[index + 1].with_changes(leading_lines=[*stmt.leading_lines, *body[index + 1].leading_lines])
+            following = body[index + 1]
+            body[index + 1] = following.with_changes(leading_lines=[*stmt.leading_lines, *following.leading_lines])
             del body[index]
         else:
             del body[index]

@@ -151,7 +151,8 @@ def device_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpres
         template = node.func.value  # `"cuda:{}".format(args.gpu)` (pytorch/examples)
         text = string_value(template)
         if type(template) is cst.SimpleString and text is not None and text.startswith("cuda:{"):
-            return node.with_changes(func=node.func.with_changes(value=with_string_value(template, "neuron" + text[4:])))
+            renamed = with_string_value(template, "neuron" + text[4:])
+            return node.with_changes(func=node.func.with_changes(value=renamed))
     return None
 
 
@@ -187,7 +188,9 @@ def device_variable(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     file uses it. A value used only to load checkpoints becomes `"cpu"` (as `map_location` literals
     do); one used as a device becomes the NeuronCore.
     """
-    if len(node.targets) != 1 or not ctx.enabled("NM102") or not isinstance(node.value, (cst.SimpleString, cst.FormattedString, cst.Call, cst.IfExp)):
+    if len(node.targets) != 1 or not ctx.enabled("NM102"):
+        return node
+    if not isinstance(node.value, (cst.SimpleString, cst.FormattedString, cst.Call, cst.IfExp)):
         return node
     target = node.targets[0].target
     name = cst.Module([]).code_for_node(target) if type(target) in (cst.Name, cst.Attribute) else None

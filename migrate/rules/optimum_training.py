@@ -17,7 +17,17 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import add_kwarg, callee_name, has_star_kwargs, kwarg, method_of, on, remove_arg, replace_arg, string_value
+from migrate.rules.base import (
+    add_kwarg,
+    callee_name,
+    has_star_kwargs,
+    kwarg,
+    method_of,
+    on,
+    remove_arg,
+    replace_arg,
+    string_value,
+)
 from migrate.rules.legacy import Removal, assignment, call_statement, code, family_state, removable, resolve, swap, want_import, wrap_long
 from migrate.rules.legacy_todos import flatten, todo
 

@@ -237,7 +237,8 @@ def torch_dtype_subscript(node: cst.Subscript, ctx: FileContext) -> cst.Subscrip
     index = node.slice[0].slice
     assert type(index) is cst.Index and type(index.value) is cst.SimpleString
     ctx.hit("NM203")
-    return node.with_changes(slice=[node.slice[0].with_changes(slice=index.with_changes(value=with_string_value(index.value, "dtype")))])
+    key = index.with_changes(value=with_string_value(index.value, "dtype"))
+    return node.with_changes(slice=[node.slice[0].with_changes(slice=key)])
 
 
 @on("DictElement")

@@ -133,7 +133,8 @@ def quantized_key_assignment(node: cst.SimpleStatementLine, ctx: FileContext) ->
     if len(assign.targets) != 1 or subscript_key(target) not in _QUANTIZED_KEYS:
         return node
     assert type(target) is cst.Subscript
-    if not matches(_KWARGS_DICT, target.value) or (type(assign.value) is cst.Name and assign.value.value in ("False", "None")):
+    off = type(assign.value) is cst.Name and assign.value.value in ("False", "None")
+    if not matches(_KWARGS_DICT, target.value) or off:
         return node
     ctx.hit("NM209")
     if subscript_key(target) != "quantization_config" and ctx.enabled("NM908"):

@@ -99,7 +99,10 @@ def test_settings_written_as_dict_subscripts_and_dict_calls():
 
 
 def test_config_dict_keys_are_not_renamed():
-    src = 'import json\nimport torch\ncfg = json.load(open("config.json"))\nprint(cfg["torch_dtype"])\nx = torch.ones(1).cuda()\n'
+    src = (
+        'import json\nimport torch\ncfg = json.load(open("config.json"))\n'
+        'print(cfg["torch_dtype"])\nx = torch.ones(1).cuda()\n'
+    )
     assert 'cfg["torch_dtype"]' in migrate(src)
 
 
@@ -223,12 +226,15 @@ def test_master_ordinal_around_save_is_one_guard():
 # 9 -----------------------------------------------------------------------------------------
 
 def _notebook(*sources: list[str]) -> str:
-    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": s} for s in sources]
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": s}
+             for s in sources]
     return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
 
 
 def test_notebook_export_magic_todo_once():
-    for last in ("!optimum-cli export neuron --model gpt2 --sequence_length 128 out/", "!optimum-cli export neuron -m gpt2 out/\n"):
+    lasts = ("!optimum-cli export neuron --model gpt2 --sequence_length 128 out/",
+             "!optimum-cli export neuron -m gpt2 out/\n")
+    for last in lasts:
         out = migrate(_notebook(["import torch\n", last], ["x = 1"]), name="nb.ipynb")
         assert out.count("NM813") == 1
 
