@@ -24,7 +24,7 @@ _TOKENS = (
     rb"evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|"
     rb"max_prompt_length|group_by_length|use_mps_device|\bno_cuda\b|Trainer\(|"
     rb"prepare_model_for_kbit_training|DistributedDataParallel|\bDDP\(|quantization_config|max_memory\s*=|"
-    rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE"
+    rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE|setup_chat_format"
 )
 _TRIGGERS = re.compile(_TOKENS)
 _DOCTEST = re.compile(rb"[ \t]*(?:>>>|\.\.\.)")
@@ -40,7 +40,7 @@ _LITERALS = (
     b"warmup_ratio", b"max_seq_length", b"max_prompt_length", b"group_by_length",
     b"use_mps_device", b"Trainer(", b"prepare_model_for_kbit_training", b"DDP(",
     b"DistributedDataParallel", b"quantization_config", b"max_memory", b"optimum", b"xla", b"XLA",
-    b"PJRT_DEVICE",
+    b"PJRT_DEVICE", b"setup_chat_format",
 )
 
 

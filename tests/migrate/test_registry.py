@@ -26,7 +26,7 @@ RULE_IDS = [
     "NM801", "NM802", "NM803", "NM804", "NM805", "NM806", "NM807", "NM808", "NM809", "NM810", "NM811", "NM812",
     "NM813", "NM814", "NM815", "NM816", "NM817", "NM818",
     "NM901", "NM902", "NM903", "NM904", "NM905", "NM906", "NM907", "NM908", "NM909", "NM910", "NM911", "NM912",
-    "NM913", "NM914", "NM915", "NM916", "NM917", "NM918", "NM919", "NM920", "NM921",
+    "NM913", "NM914", "NM915", "NM916", "NM917", "NM918", "NM919", "NM920", "NM921", "NM922",
 ]
 
 HOOK_ORDER = {
@@ -45,7 +45,7 @@ HOOK_ORDER = {
     "AnnAssign": ("settings.ann_assign_settings", "drift.annotated_binding"),
     "DictElement": ("settings.dict_settings", "precision.torch_dtype_key"),
     "Comparison": ("device.device_comparison",),
-    "ImportFrom": ("device.drop_get_kbit_device_map", "todo.import_from_todo"),
+    "ImportFrom": ("device.drop_get_kbit_device_map", "drift.removed_trl_import", "todo.import_from_todo"),
     "Attribute": (
         "cuda_api.cuda_oom", "quantization.bnb_optimizer_reference", "drift.removed_field_read",
         "optimum_training.dropped_field_read", "optimum_training.cli_parallel_attribute",
