@@ -231,7 +231,7 @@ def _cuda_kernels(changes: Changes, args: tuple[Word, ...], literals: list[str |
             continue
         following = literals[i + 1] if not eq and i + 1 < len(literals) else None
         if eq:
-            if value.lower() in _TRUE:
+            if value.lower() in _TRUE and value in word.raw:
                 at = word.start + word.raw.rfind(value)
                 changes.replace("NM805", at, at + len(value), "False")
         elif following is not None and following.lower() in _TRUE | _FALSE:

@@ -102,8 +102,9 @@ class _Unguard(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         if self.ctx.qualify(updated.func) != "torch.neuron.is_available":
             return updated
+        if type(updated.func) is not cst.Attribute or type(updated.func.value) is not cst.Attribute:
+            return updated  # `from torch import neuron; neuron.is_available()`: the user's own spelling
         self.reverted += 1
-        assert type(updated.func) is cst.Attribute and type(updated.func.value) is cst.Attribute
         neuron = updated.func.value  # `<torch>.neuron`, as NM104 wrote it
         return updated.with_changes(func=updated.func.with_changes(value=neuron.with_changes(attr=cst.Name("cuda"))))
 
