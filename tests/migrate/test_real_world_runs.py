@@ -66,8 +66,8 @@ def test_inference_gives_the_cpu_tokens(name: str, flags: list[str], run_workdir
 
 def _torchrun_cpu(script: Path, args: list[str], cwd: Path) -> str:
     """The original under torchrun on CPU (gloo), one process: it reads LOCAL_RANK."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", "--master_port", str(free_port()),
-               str(script), *args]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
+               "--master_port", str(free_port()), str(script), *args]
     result = subprocess.run(command, env=simulated_env(NEURONCOMPAT_SIMULATE="0"), cwd=cwd, capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
