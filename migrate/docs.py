@@ -53,7 +53,12 @@ def rules_markdown() -> str:
         "cuda`); rebinding an imported name by assignment is not tracked. `import neuroncompat` "
         "is added to migrated entry scripts: files with a module-level `if __name__ == "
         "\"__main__\":` or module-level code that calls `.train(`, `.generate(`, `pipeline(`, "
-        "`.from_pretrained(`, `.backward(`, `.fit(` or runs a top-level loop.\n\n",
+        "`.from_pretrained(`, `.backward(`, `.fit(` or runs a top-level loop. An entry script that "
+        "imports torch, transformers, trl, accelerate, peft or diffusers gets it even when no rule "
+        "rewrites anything: under `accelerate launch`/torchrun every worker runs the script, and "
+        "without the import the workers start without the shim (`--no-shim` turns this off). "
+        "`DistributedDataParallel(model, device_ids=[r])` is left as written: with ids, DDP moves "
+        "each CPU input batch to the model's NeuronCore.\n\n",
     ]
     rules = all_rules()
     out.append("| id | name | fix safety | summary |\n|---|---|---|---|\n")

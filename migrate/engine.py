@@ -15,7 +15,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from migrate.context import FileContext
-from migrate.facts import FileFacts
+from migrate.facts import FileFacts, wants_shim
 from migrate.imports import SHIM, add_imports
 from migrate.markers import SKIP_FILE, TODO_PREFIX
 from migrate.names import ImportMap
@@ -23,6 +23,7 @@ from migrate.prefilter import may_need_migration
 from migrate.registry import Selection
 from migrate.transform import MigrationTransformer
 
+_SHIMMED = (b"torch", b"transformers", b"trl", b"accelerate", b"peft", b"diffusers")
 _TODO_LINE = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\):\s*(.*)")
 
 
@@ -94,7 +95,8 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
     """Return what migrating `data` (the bytes of the file at `path`) produces."""
     if SKIP_FILE.search(data):
         return FileResult(path, "skipped")
-    if not may_need_migration(data):
+    rules_may_apply = may_need_migration(data)
+    if not rules_may_apply and not (options.shim and _may_want_shim(data)):
         return FileResult(path, "unchanged")
     try:
         module = cst.parse_module(data)
@@ -107,13 +109,17 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
     facts = FileFacts.from_text(text)
     ctx = FileContext(imports=ImportMap(), facts=facts, selection=options.selection, text=text)
     transformer = MigrationTransformer(ctx, track_generate=".generate(" in text)
-    new_module = module.visit(transformer)
-    assert type(new_module) is cst.Module
-    new_module = transformer.close_module(new_module)
+    if rules_may_apply:
+        new_module = module.visit(transformer)
+        assert type(new_module) is cst.Module
+        new_module = transformer.close_module(new_module)
+    else:  # nothing a rule could touch: only the shim import may be missing
+        new_module = module
     root = ctx.frames[0]
-    if root.hits or transformer.todos_added:
+    shim = options.shim and (facts.shim_wanted or (facts.entry_script and (root.hits or transformer.todos_added)))
+    if root.hits or transformer.todos_added or shim:
         wanted: list[str] = []
-        if options.shim and facts.entry_script and not _imports_shim(new_module):
+        if shim and not _imports_shim(new_module):
             wanted.append(SHIM)
         wanted.extend(sorted(ctx.needed_imports))
         new_module = add_imports(new_module, wanted)
@@ -139,6 +145,11 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
         warnings=[Finding(rule_id, message) for rule_id, message in root.warnings],
         changes=[TextChange(text, new_text)],
     )
+
+
+def _may_want_shim(data: bytes) -> bool:
+    """Whether an otherwise untouched file is an entry script that needs `import neuroncompat`."""
+    return any(name in data for name in _SHIMMED) and wants_shim(data.decode("utf-8", "replace"))
 
 
 def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> tuple[str, int]:

@@ -27,6 +27,26 @@ _TOP_LEVEL_RUN = re.compile(
     re.M,
 )
 
+# The libraries whose scripts the shim patches: an entry script importing one gets the shim.
+_SHIMMED_IMPORT = re.compile(
+    r"^[ \t]*(?:import|from)[ \t]+(?:torch|transformers|trl|accelerate|peft|diffusers)\b", re.M
+)
+
+
+def is_entry_script(text: str) -> bool:
+    """A file that is run, not imported (see `FileFacts.entry_script`)."""
+    return bool(_MAIN_GUARD.search(text) or _TOP_LEVEL_RUN.search(text))
+
+
+def wants_shim(text: str) -> bool:
+    """An entry script that imports a library the shim patches.
+
+    Such a script needs `import neuroncompat` even when no rule rewrites it: under
+    `accelerate launch`/torchrun each worker runs the script itself, and without the import
+    the workers start without the shim (no Neuron device for accelerate, no patches).
+    """
+    return bool(_SHIMMED_IMPORT.search(text)) and is_entry_script(text)
+
 
 @dataclass(frozen=True)
 class FileFacts:
@@ -43,6 +63,7 @@ class FileFacts:
     multi_process: bool
     trainer: bool
     entry_script: bool
+    shim_wanted: bool = False  # an entry script importing torch/transformers/trl/accelerate/...
 
     @classmethod
     def from_text(cls, text: str) -> FileFacts:
@@ -53,5 +74,6 @@ class FileFacts:
             # per-rank device_map form is also right for one process (LOCAL_RANK unset -> 0).
             multi_process=bool(_MULTI_PROCESS.search(text)) or trainer,
             trainer=trainer,
-            entry_script=bool(_MAIN_GUARD.search(text) or _TOP_LEVEL_RUN.search(text)),
+            entry_script=is_entry_script(text),
+            shim_wanted=wants_shim(text),
         )

@@ -35,6 +35,7 @@ from migrate.markers import SKIP_FILE
 _CELL_MARK = "_neuron_migrate_cell_{}_"
 _CELL_SPLIT = re.compile(r"^_neuron_migrate_cell_(\d+)_\n", re.M)
 _MAGIC = "_neuron_migrate_magic_{}_"
+_TODO_TAG = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\)")
 _MAGIC_LINE = re.compile(r"^([ \t]*)_neuron_migrate_magic_(\d+)_$", re.M)
 _SHELL_MAGIC = re.compile(r"[ \t]*(?:!|%(?=(?:pip|conda|env)\b))")
 _OTHER_MAGIC = re.compile(r"[ \t]*(?:%|\w+\s*=\s*[!%])")
@@ -257,12 +258,37 @@ def _unmask(text: str, magics: list[str], options: Options, hits: Counter[str], 
             return line
         changes = Changes(line, options.selection)
         shell_rules(changes, view=" " * shell.end() + line[shell.end():])
-        new = changes.apply()
+        new = _without_repeated_todos(changes.apply(), _tags_above(text, match.start()))
         hits.update(changes.hits)
         warnings.extend(f._replace(cell=number) for f in changes.notes)
         return new
 
     return _MAGIC_LINE.sub(restore, text)
+
+
+def _tags_above(text: str, start: int) -> set[str]:
+    """TODO tags in the comment lines directly above offset `start` of the cell's text.
+
+    The shell rules see one magic line at a time, so they cannot tell that the TODO they want
+    is already the line above it (written by an earlier run); this is how a rerun knows.
+    """
+    tags = set()
+    for line in reversed(text[:start].split("\n")[:-1]):
+        if not line.lstrip().startswith("#"):
+            break
+        match = _TODO_TAG.search(line)
+        if match:
+            tags.add(match.group(1))
+    return tags
+
+
+def _without_repeated_todos(new: str, present: set[str]) -> str:
+    """Drop the TODO lines the shell rules put above a magic when the cell already has them."""
+    if not present:
+        return new
+    lines = new.split("\n")
+    kept = [line for line in lines if not ((m := _TODO_TAG.match(line.strip())) and m.group(1) in present)]
+    return "\n".join(kept)
 
 
 def _splice(text: str, sources: dict[int, tuple[str, int, int]], changed: dict[int, str]) -> str:

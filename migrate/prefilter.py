@@ -26,7 +26,7 @@ _TOKENS = (
     rb"prepare_model_for_kbit_training|DistributedDataParallel|\bDDP\(|quantization_config|max_memory\s*=|"
     rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE|"
     rb"\b(?:tp_plan|tp_size|device_mesh|distributed_config)\s*=|NEURON_(?:CC_FLAGS|COMPILE_CACHE_URL|PARALLEL_COMPILE)|"
-    rb"CUSTOM_CACHE_REPO|init_device_mesh\("
+    rb"CUSTOM_CACHE_REPO|init_device_mesh\(|setup_chat_format"
 )
 _TRIGGERS = re.compile(_TOKENS)
 _DOCTEST = re.compile(rb"[ \t]*(?:>>>|\.\.\.)")
@@ -43,7 +43,7 @@ _LITERALS = (
     b"use_mps_device", b"Trainer(", b"prepare_model_for_kbit_training", b"DDP(",
     b"DistributedDataParallel", b"quantization_config", b"max_memory", b"optimum", b"xla", b"XLA",
     b"PJRT_DEVICE", b"tp_plan", b"tp_size", b"device_mesh", b"distributed_config", b"NEURON_", b"CUSTOM_CACHE_REPO",
-    b"init_device_mesh(",
+    b"init_device_mesh(", b"setup_chat_format",
 )
 
 

@@ -90,9 +90,11 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "NM805", "config-sdpa", "yaml",
-        "Recipe `attn_implementation: flash_attention_2` -> `sdpa` (also nested, e.g. `model_init_kwargs`).",
-        "flash-attn kernels are CUDA-only; `sdpa` lowers to ATen scaled-dot-product attention, which "
-        "TorchNeuron provides.",
+        "Recipe `attn_implementation: flash_attention_2` -> `sdpa` (also nested, e.g. `model_init_kwargs`); Liger off.",
+        "flash-attn and Liger's Triton kernels are CUDA-only; `sdpa` lowers to ATen scaled-dot-product "
+        "attention, which TorchNeuron provides, and without Liger TRL uses the plain PyTorch loss. The same "
+        "on launch lines: `--attn_implementation flash_attention_2` -> `sdpa`, `use_liger_kernel: true` -> "
+        "`false`, `--use_liger_kernel` -> `--use_liger_kernel False`.",
         "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: flash_attention_2\noutput_dir: out\n",
         "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: sdpa\noutput_dir: out\n",
     ),

@@ -137,6 +137,7 @@ def shell_rules(changes: Changes, view: str | None = None, cluster: bool | None 
                 changes.replace("NM815", word.start, word.end, "neuron-ls")
         if name in _LAUNCHERS or (name or "").endswith((".py", ".sh")):
             _bf16(changes, args, literals)
+            _cuda_kernels(changes, args, literals)
         if name in _TRAINING_LAUNCHERS:
             _training_flags(changes, command, name, program, compiled)
         _pip(changes, command, program, found)
@@ -235,6 +236,30 @@ def _bf16(changes: Changes, args: tuple[Word, ...], literals: list[str | None]) 
         if value == "fp16":
             at = word.start + word.raw.rfind("fp16")
             changes.replace("NM810", at, at + len("fp16"), "bf16")
+
+
+def _cuda_kernels(changes: Changes, args: tuple[Word, ...], literals: list[str | None]) -> None:
+    """NM805 on a launch line: `--attn_implementation flash_attention_2` -> `sdpa`, Liger off."""
+    if not changes.enabled("NM805"):
+        return
+    for word, value in _option_values(args, ("--attn_implementation", "--attn-implementation")):
+        if value.startswith("flash_attention") and value in word.raw:
+            at = word.start + word.raw.rfind(value)
+            changes.replace("NM805", at, at + len(value), "sdpa")
+    for i, (word, literal) in enumerate(zip(args, literals)):
+        option, eq, value = (literal or "").partition("=")
+        if not option.startswith("--") or option[2:].replace("-", "_") not in ("use_liger_kernel", "use_liger"):
+            continue
+        following = literals[i + 1] if not eq and i + 1 < len(literals) else None
+        if eq:
+            if value.lower() in _TRUE and value in word.raw:
+                at = word.start + word.raw.rfind(value)
+                changes.replace("NM805", at, at + len(value), "False")
+        elif following is not None and following.lower() in _TRUE | _FALSE:
+            if following.lower() in _TRUE:
+                changes.replace("NM805", args[i + 1].start, args[i + 1].end, "False")
+        else:  # a bool flag standing alone
+            changes.replace("NM805", word.end, word.end, " False")
 
 
 @dataclass(frozen=True)

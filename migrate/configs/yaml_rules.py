@@ -46,7 +46,7 @@ RECIPE_KEYS = frozenset({
 })
 # bytes one of the rules needs to see; a file without any of them is not composed at all
 _TRIGGER = re.compile(
-    rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|load_in_[48]bit|use_vllm|tf32|torch_dtype|apiVersion|"
+    rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|use_liger|load_in_[48]bit|use_vllm|tf32|torch_dtype|apiVersion|"
     + "|".join(DRIFT).encode()
 )
 _BOOL = "tag:yaml.org,2002:bool"
@@ -165,6 +165,9 @@ def _recipe(changes: Changes, doc: MappingNode, keys: dict[str, tuple[ScalarNode
     if changes.enabled("NM805"):
         for value in _attn_values(doc):
             _set(changes, "NM805", value, "sdpa")
+        for name in ("use_liger_kernel", "use_liger"):
+            if name in keys and _true(keys[name][1]):
+                _set(changes, "NM805", keys[name][1], "false")
     for name in ("load_in_4bit", "load_in_8bit"):
         if name in keys and _true(keys[name][1]) and changes.enabled("NM806"):
             _set(changes, "NM806", keys[name][1], "false")

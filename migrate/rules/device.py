@@ -8,6 +8,7 @@ rewritten (literals in device positions, `device = ...`, defaults, `torch.device
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -146,7 +147,68 @@ def device_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpres
         first = node.parts[0]
         if type(first) is cst.FormattedStringText and first.value.startswith("cuda:"):
             return node.with_changes(parts=[first.with_changes(value="neuron" + first.value[4:]), *node.parts[1:]])
+    if type(node) is cst.Call and method_of(node, "format") and type(node.func) is cst.Attribute:
+        template = node.func.value  # `"cuda:{}".format(args.gpu)` (pytorch/examples)
+        text = string_value(template)
+        if type(template) is cst.SimpleString and text is not None and text.startswith("cuda:{"):
+            renamed = with_string_value(template, "neuron" + text[4:])
+            return node.with_changes(func=node.func.with_changes(value=renamed))
     return None
+
+
+# Device positions that take a variable: `map_location=loc`, `device=dev`, `.to(loc)`, `torch.device(loc)`.
+_MAP_LOCATION_USE = re.compile(r"\bmap_location\s*=\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)\s*[,)]")
+_DEVICE_USE = re.compile(
+    r"(?:\bdevice\s*=\s*|\.to\(\s*|\bdevice\(\s*)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)\s*[,)]"
+)
+
+
+@dataclass
+class _DeviceVariables:
+    """Names the file passes in device positions, whatever they are called (`loc`, `self.target`)."""
+
+    devices: frozenset[str]  # used as a device somewhere
+    map_only: frozenset[str]  # used only as `map_location=`
+
+
+def _device_variables(ctx: FileContext) -> _DeviceVariables:
+    found = ctx.family_state.get("device-variables")
+    if found is None:
+        devices = frozenset(_DEVICE_USE.findall(ctx.text))
+        found = _DeviceVariables(devices, frozenset(_MAP_LOCATION_USE.findall(ctx.text)) - devices)
+        ctx.family_state["device-variables"] = found
+    return found
+
+
+@on("Assign")
+def device_variable(node: cst.Assign, ctx: FileContext) -> cst.Assign:
+    """NM102 through a variable: `loc = f"cuda:{self.gpu_id}"` later passed as `map_location=loc`.
+
+    Names that read like devices are settings (above); any other name is followed to where the
+    file uses it. A value used only to load checkpoints becomes `"cpu"` (as `map_location` literals
+    do); one used as a device becomes the NeuronCore.
+    """
+    if len(node.targets) != 1 or not ctx.enabled("NM102"):
+        return node
+    if not isinstance(node.value, (cst.SimpleString, cst.FormattedString, cst.Call, cst.IfExp)):
+        return node
+    target = node.targets[0].target
+    name = cst.Module([]).code_for_node(target) if type(target) in (cst.Name, cst.Attribute) else None
+    if name is None or re.fullmatch(_DEVICE_NAMES, last_name(target) or ""):
+        return node
+    variables = _device_variables(ctx)
+    if name in variables.devices:
+        new = through(device_literal)(node.value, ctx)
+    elif name in variables.map_only:
+        new = _cpu_location(node.value, ctx)
+    else:
+        return node
+    if new is None:
+        return node
+    ctx.hit("NM102")
+    return node.with_changes(value=new)
+
+
 
 
 def _pipeline_ordinal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
@@ -158,15 +220,24 @@ def _pipeline_ordinal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExp
 setting("NM102", _DEVICE_NAMES, through(device_literal))
 
 
+def _cpu_location(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    """`_map_location` through conditionals; `"cpu" if cuda else "cpu"` folds to `"cpu"`."""
+    new = through(_map_location)(node, ctx)
+    if type(new) is cst.IfExp and string_value(new.body) == "cpu" and string_value(new.orelse) == "cpu":
+        return new.orelse
+    return new
+
+
 def _map_location(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
     """Checkpoints load to CPU; `load_state_dict` then copies into the model wherever it is."""
-    if device_literal(node, ctx) is not None:
-        assert type(node) is cst.SimpleString
+    if device_literal(node, ctx) is None:
+        return None
+    if type(node) is cst.SimpleString:
         return with_string_value(node, "cpu")
-    return None
+    return cst.SimpleString('"cpu"')  # an f-string or `"cuda:{}".format(r)`
 
 
-setting("NM102", r"map_location", through(_map_location), assign=False)
+setting("NM102", r"map_location", _cpu_location, assign=False)
 setting("NM106", r"device", through(_pipeline_ordinal))
 
 
@@ -202,6 +273,8 @@ def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpressio
                 if new_value is None:
                     return None
                 new = new_value
+            elif _DEVICE_VALUE_NAMES.fullmatch(last_name(value) or ""):
+                return None  # `{"": device}`: a device value, renamed where it is set (NM102)
             else:
                 new = _fstring("neuron:", value)
             return node.with_changes(elements=[element.with_changes(value=new)])
@@ -326,5 +399,6 @@ def drop_get_kbit_device_map(node: cst.ImportFrom, ctx: FileContext) -> cst.CSTN
     ctx.hit("NM105")
     if not names:
         return cst.RemoveFromParent()
-    names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    if node.names[-1] not in names:  # the last name went: the new last takes its comma (or none)
+        names[-1] = names[-1].with_changes(comma=node.names[-1].comma)
     return node.with_changes(names=names)

@@ -1,4 +1,11 @@
-"""NM401-NM403 distributed: nccl -> neuron, DDP device ids, `ddp_backend` (docs/rules.md NM4xx)."""
+"""NM401/NM403 distributed: nccl -> neuron, `ddp_backend` (docs/rules.md NM4xx).
+
+`DistributedDataParallel(model, device_ids=[r], output_device=r)` is left as written: DDP
+takes its device type from the module's parameters (on `neuron:r` once NM101/NM106 moved
+it), and with `device_ids` it moves each CPU input batch to that device before the forward.
+Dropping the ids (the retired NM402) stopped that move and made the forward mix `neuron:r`
+and CPU tensors.
+"""
 
 from __future__ import annotations
 
@@ -21,17 +28,6 @@ RULES: tuple[Rule, ...] = (
         "\"gloo\"` are rewritten; the guard follows through NM104.",
         before='import torch.distributed as dist\ndist.init_process_group("nccl")\n',
         after='import torch.distributed as dist\ndist.init_process_group("neuron")\n',
-    ),
-    Rule(
-        id="NM402",
-        name="ddp-device-ids",
-        safety="unsafe",
-        safety_reason="DDP no longer moves inputs to the device itself: CPU inputs must be moved by the script",
-        summary="`DistributedDataParallel(model, device_ids=[r], output_device=r)` -> `DistributedDataParallel(model)`.",
-        rationale="`device_ids`/`output_device` are CUDA-oriented; the model already sits on its "
-        "rank's NeuronCore, which DDP uses when no ids are given.",
-        before='from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model, device_ids=[local_rank])\n',
-        after='from torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model)\n',
     ),
     Rule(
         id="NM403",
@@ -67,13 +63,6 @@ def distributed_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             if new is not None:
                 ctx.hit("NM401")
                 return replace_arg(node, arg, arg.with_changes(value=new))
-        return node
-    if qualified in ("torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel") and ctx.enabled("NM402"):
-        for name in ("device_ids", "output_device"):
-            arg = kwarg(node, name)
-            if arg is not None:
-                node = remove_arg(node, arg)
-                ctx.hit("NM402")
         return node
     ddp_backend = kwarg(node, "ddp_backend")
     if ddp_backend is not None and through(_nccl)(ddp_backend.value, ctx) is not None and ctx.enabled("NM403") and (callee_name(node) or "").endswith(("Arguments", "Config")):

@@ -69,6 +69,13 @@ _CHANGES_BEHAVIOUR = {
     "NM708": "prompts are no longer truncated separately from the full sequence",
 }
 
+# TRL helpers removed in 1.x -> what the TODO (NM924) says replaces them.
+_REMOVED_TRL_API = {
+    "setup_chat_format": "TRL 1.x removed setup_chat_format: use trl.clone_chat_template(model, tokenizer, "
+    "\"<id of a tokenizer with the chat template you want>\") or set tokenizer.chat_template and "
+    "model.resize_token_embeddings(len(tokenizer)) yourself",
+}
+
 RULES: tuple[Rule, ...] = (
     *(Rule(id=rule_id, name=name, summary=summary, rationale=rationale, before=before, after=after,
            safety="unsafe" if rule_id in _CHANGES_BEHAVIOUR else "safe",
@@ -113,6 +120,19 @@ RULES: tuple[Rule, ...] = (
         '# TODO(neuron-migrate NM921): args.logging_dir raises AttributeError: transformers 5 removed logging_dir; '
         'TensorBoard logs go to $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>\n'
         'writer = SummaryWriter(args.logging_dir)\n',
+        todo=True,
+    ),
+    Rule(
+        id="NM924",
+        name="removed-trl-api",
+        safety="safe",
+        summary="TODO: TRL helpers removed in 1.x (`setup_chat_format`).",
+        rationale="TRL 1.x removed `setup_chat_format` (it added ChatML tokens and resized the embeddings), "
+        "so the import fails before anything runs. Its replacement, `clone_chat_template`, copies the "
+        "template of another tokenizer, which is a choice of template a person has to make.",
+        before="from trl import setup_chat_format\nmodel, tokenizer = setup_chat_format(model, tokenizer)\n",
+        after=f"# TODO(neuron-migrate NM924): {_REMOVED_TRL_API['setup_chat_format']}\n"
+        "from trl import setup_chat_format\nmodel, tokenizer = setup_chat_format(model, tokenizer)\n",
         todo=True,
     ),
 )
@@ -164,6 +184,23 @@ FIELDS: dict[str, Removed] = {
     "max_prompt_length": Removed("NM708", "TRL 1.x removed max_prompt_length; prompts are no longer truncated "
                                  "separately, max_length bounds the whole sequence", owners="trl"),
 }
+
+
+
+@on("ImportFrom")
+def removed_trl_import(node: cst.ImportFrom, ctx: FileContext) -> cst.ImportFrom:
+    """`from trl import setup_chat_format` fails at import under TRL 1.x: TODO NM924 says what replaces it."""
+    if not (type(node.module) is cst.Name and node.module.value == "trl") or type(node.names) is cst.ImportStar:
+        return node
+    for alias in node.names:
+        message = _REMOVED_TRL_API.get(alias.name.value) if type(alias.name) is cst.Name else None
+        if message is not None and ctx.enabled("NM924"):
+            ctx.todo("NM924", message)
+    return node
+
+
+# TRL 1.x `ModelConfig` fields renamed with transformers 5 (`model_args.torch_dtype` is an AttributeError).
+MODEL_CONFIG_FIELDS = {"torch_dtype": "dtype"}
 
 
 def _is_args(name: str) -> bool:
@@ -229,7 +266,7 @@ def _arguments_class(node: cst.BaseExpression, ctx: FileContext) -> str | None:
     root, name = qualified.split(".")[0], qualified.rpartition(".")[2]
     if root == "transformers" and name.endswith("TrainingArguments"):
         return name
-    if root == "trl" and name.endswith("Config") and name not in ("ModelConfig", "DatasetMixtureConfig"):
+    if root == "trl" and name.endswith("Config") and name != "DatasetMixtureConfig":
         return name
     if root == "optimum" and name.endswith(("TrainingArguments", "SFTConfig", "ORPOConfig")):
         return name
@@ -337,11 +374,19 @@ def _index(value: cst.BaseExpression) -> int | None:
 @on("Attribute")
 def removed_field_read(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     """`training_args.overwrite_output_dir` -> `True`; `.evaluation_strategy` -> `.eval_strategy`; else TODO."""
-    removed = FIELDS.get(node.attr.value)
-    if removed is None or type(node.value) is not cst.Name:
+    if type(node.value) is not cst.Name:
         return node
     receiver, name = node.value.value, node.attr.value
     cls = _bindings(ctx).arguments.get(receiver)
+    if cls == "ModelConfig":  # TRL's model arguments are no training arguments: their own renames only
+        new = MODEL_CONFIG_FIELDS.get(name)
+        if new is None or not ctx.enabled("NM709") or _assigned(ctx.text, receiver, name):
+            return node
+        ctx.hit("NM709")
+        return node.with_changes(attr=cst.Name(new))
+    removed = FIELDS.get(name)
+    if removed is None:
+        return node
     if cls is None or not removed.owned_by(cls) or _assigned(ctx.text, receiver, name):
         return node
     if removed.read is None:

@@ -36,10 +36,13 @@ RULES: tuple[Rule, ...] = (
         "forward so that Neuron callers can keep them on CPU; a growing input tensor on the device "
         "would recompile every step. A tensor also used in a forward pass, a loss or a metric keeps "
         "its `.to(...)` (context rule 1); shape reads (`.shape`, `len()`) do not count as uses. "
-        "Data flow is tracked per function.",
-        before='inputs = tokenizer(prompt, return_tensors="pt").to(model.device)\n'
+        "Data flow is tracked per function. Only in scripts that load with a `device_map` (whose "
+        "hooks move inputs); a model moved with `.to(device)` needs its inputs there too.",
+        before='model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n'
+        'inputs = tokenizer(prompt, return_tensors="pt").to(model.device)\n'
         'out = model.generate(**inputs, max_new_tokens=32)\n',
-        after='inputs = tokenizer(prompt, return_tensors="pt")\n'
+        after='model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n'
+        'inputs = tokenizer(prompt, return_tensors="pt")\n'
         'out = model.generate(**inputs, max_new_tokens=32)\n',
     ),
     Rule(
@@ -137,7 +140,7 @@ def generate_input_candidates(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     inner = _strip_move(value)
     tokenized = _tokenizer_call(inner if inner is not None else value)
     pad = tokenized is not None and ctx.enabled("NM303") and "pad_token" in ctx.text
-    move = inner is not None and ctx.enabled("NM301")
+    move = inner is not None and ctx.enabled("NM301") and _hooks_move_inputs(ctx)
     if not (move or pad):
         return node
     rule_ids = tuple(r for r, on_ in (("NM301", move), ("NM303", pad)) if on_)
@@ -172,11 +175,18 @@ def generate_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     return node
 
 
+def _hooks_move_inputs(ctx: FileContext) -> bool:
+    """Whether the script loads with a `device_map`: accelerate's hooks then move CPU inputs to the
+    model's core at each forward. A model placed with `.to(device)` has no hooks, and CPU inputs
+    would meet its weights on `neuron` (a device-mismatch error), so its inputs keep their move."""
+    return "device_map" in ctx.text
+
+
 def _generate(node: cst.Call, ctx: FileContext) -> cst.Call:
     receiver = node.func.value if type(node.func) is cst.Attribute else None
     if type(receiver) is cst.Name and receiver.value in ctx.vllm_engines:
         return node
-    if ctx.enabled("NM301"):
+    if ctx.enabled("NM301") and _hooks_move_inputs(ctx):
         for arg in node.args:
             stripped = _strip_move(arg.value)
             if stripped is not None:

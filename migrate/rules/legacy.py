@@ -219,7 +219,7 @@ def _prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.Base
     for index, (stmt, mark) in enumerate(zip(body, marks)):
         if mark is not None and mark.binds is not None:
             others = [s for i, s in enumerate(body) if i != index]
-            if mark.binds in _references(others):
+            if mark.binds in references(others):
                 mark = None  # still read later: keep the assignment
         if mark is None:
             if carried:
@@ -275,7 +275,8 @@ class _Names(cst.CSTVisitor):
         return False
 
 
-def _references(nodes: Iterable[cst.CSTNode]) -> set[str]:
+def references(nodes: Iterable[cst.CSTNode]) -> set[str]:
+    """Every name read in `nodes` (attribute names, keywords and import statements aside)."""
     collector = _Names()
     for node in nodes:
         node.visit(collector)
@@ -600,11 +601,11 @@ def legacy_module(node: cst.Module, ctx: FileContext) -> cst.Module:
     node.visit(bindings)
     if not bindings.legacy:
         return _leftover_imports(node, ctx)
-    references = _references(node.body)
-    used = {bindings.renames.get(n, n) for n in references}
+    referenced = references(node.body)
+    used = {bindings.renames.get(n, n) for n in referenced}
     # A module asked for by a rewrite whose statement was removed later (`os` for a rank check
     # in an emptied `if`) is not imported.
-    ctx.needed_imports.intersection_update(references)
+    ctx.needed_imports.intersection_update(referenced)
     candidates = {id(c.node): c for c in ctx.frames[0].candidates}
     rewritten = node.visit(_Rewrite(ctx, bindings, used, candidates))
     assert type(rewritten) is cst.Module

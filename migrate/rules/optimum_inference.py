@@ -191,6 +191,8 @@ class _State:
     models: dict[str, _Export] = field(default_factory=dict)  # model variable -> its export
     pending: tuple[_Export, str] | None = None  # (export, kind) of the load in the current statement
     encoder: tuple[str, _Export] | None = None  # encoder model variable and its export
+    dicts: dict[str, cst.Dict] = field(default_factory=dict)  # `name = {"key": value, ...}` seen so far
+    inlined: set[str] = field(default_factory=set)  # those splatted into an Optimum call and inlined there
 
 
 def _state(ctx: FileContext) -> _State:
@@ -313,12 +315,64 @@ def _pipeline(node: cst.Call, ctx: FileContext) -> cst.Call:
     return _native_load(node, export, ctx, "NM515", pipeline=True)
 
 
+def _inline_splats(node: cst.Call, ctx: FileContext) -> cst.Call:
+    """`X.from_pretrained(id, **compiler_args, **input_shapes)` with both dicts built in the file:
+    their entries become keywords, so the export arguments among them are read and dropped like
+    literal ones (a splatted `num_cores` is a TypeError for a transformers model)."""
+    state = _state(ctx)
+    args: list[cst.Arg] = []
+    for arg in node.args:
+        name = arg.value.value if arg.star == "**" and type(arg.value) is cst.Name else None
+        if name is None or name not in state.dicts:
+            args.append(arg)
+            continue
+        state.inlined.add(name)
+        for element in state.dicts[name].elements:
+            assert type(element) is cst.DictElement
+            args.append(cst.Arg(
+                keyword=cst.Name(string_value(element.key)),  # type: ignore[arg-type]
+                value=element.value,
+                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+            ))
+    if len(args) == len(node.args) and all(a is b for a, b in zip(args, node.args)):
+        return node
+    args[-1] = args[-1].with_changes(comma=node.args[-1].comma)
+    return node.with_changes(args=args)
+
+
+@on("Assign")
+def keyword_dicts(node: cst.Assign, ctx: FileContext) -> cst.Assign:
+    """Remember `compiler_args = {"num_cores": 2, ...}`: string-keyed dicts a later call may splat."""
+    if len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
+        name, value = node.targets[0].target.value, node.value
+        state = _state(ctx)
+        if type(value) is cst.Dict and value.elements and all(
+            type(e) is cst.DictElement and (string_value(e.key) or "").isidentifier() for e in value.elements
+        ):
+            state.dicts[name] = value
+        else:
+            state.dicts.pop(name, None)
+    return node
+
+
+@removable
+def inlined_dict(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
+    """A keyword dict whose entries were inlined into the Optimum call goes once nothing else reads it."""
+    bound = assignment(stmt)
+    if bound is not None and type(bound[1]) is cst.Dict and bound[0] in _state(ctx).inlined:
+        return Removal("NM511", binds=bound[0])
+    return None
+
+
 @on("Call")
 def optimum_inference_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     func = node.func
     if type(func) is cst.Attribute:
         name = _model_class(func.value, ctx)
         if name is not None:
+            if ctx.enabled("NM511"):
+                node = _inline_splats(node, ctx)
             method = func.attr.value
             if method == "from_pretrained":
                 return _from_pretrained(node, name, ctx)

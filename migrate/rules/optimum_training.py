@@ -17,7 +17,17 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, method_of, on, remove_arg, replace_arg, string_value
+from migrate.rules.base import (
+    add_kwarg,
+    callee_name,
+    has_star_kwargs,
+    kwarg,
+    method_of,
+    on,
+    remove_arg,
+    replace_arg,
+    string_value,
+)
 from migrate.rules.legacy import (
     Removal,
     assignment,
@@ -275,6 +285,10 @@ class _State:
     cli_config: set[str] = field(default_factory=set)  # names bound to `<args>.trn_config`
     # the `False` nodes that replaced is_precompilation(), by id (held, so no other node reuses the id)
     precompilation: dict[int, cst.Name] = field(default_factory=dict)
+    # fields dropped from the training-arguments call of the current statement, and, once it is
+    # bound (`training_args = NeuronTrainingArguments(...)`), per name: field -> the value it had
+    dropped: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    removed_fields: dict[str, dict[str, cst.BaseExpression]] = field(default_factory=dict)
 
 
 def _state(ctx: FileContext) -> _State:
@@ -320,6 +334,7 @@ def _drop_fields(node: cst.Call, ctx: FileContext, rule_id: str, owner: str) -> 
         current = kwarg(node, name)
         assert current is not None
         node = remove_arg(node, current)
+        _state(ctx).dropped[name] = value
         ctx.hit(rule_id)
         ctx.warn(rule_id, f"{owner}: dropped {name}={code(value)}: {DROPPED[name]}")
     return node
@@ -330,6 +345,7 @@ def _training_args(node: cst.Call, ctx: FileContext, name: str) -> cst.Call:
     tp = kwarg(node, "tensor_parallel_size")
     if tp is not None and ctx.enabled("NM505"):
         state.tp = tp.value
+        state.dropped["tensor_parallel_size"] = tp.value
         node = remove_arg(node, tp)
         ctx.hit("NM505")
         if not _is_one(tp.value):
@@ -448,9 +464,14 @@ def optimum_training_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpressio
 @on("Assign")
 def trn_config_binding(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """Remember names bound to a DistributedConfig or to the CLI-parsed `<args>.trn_config`."""
+    state = _state(ctx)
+    dropped, state.dropped = state.dropped, {}
     if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
         return node
     target = node.targets[0].target.value
+    state.removed_fields.pop(target, None)
+    if dropped and type(node.value) is cst.Call and (callee_name(node.value) or "").endswith(("Arguments", "Config")):
+        state.removed_fields[target] = dropped
     value = node.value
     if type(value) is cst.Attribute and value.attr.value == "trn_config":
         _state(ctx).cli_config.add(target)
@@ -460,9 +481,26 @@ def trn_config_binding(node: cst.Assign, ctx: FileContext) -> cst.Assign:
 
 
 @on("Attribute")
-def cli_parallel_attribute(node: cst.Attribute, ctx: FileContext) -> cst.Attribute:
+def dropped_field_read(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
+    """`training_args.tensor_parallel_size` after `tensor_parallel_size=8` was dropped from the
+    call that built `training_args` reads the value it was given (`8`): the native arguments
+    have no such field, so the read would be an AttributeError."""
+    if type(node.value) is not cst.Name:
+        return node
+    value = _state(ctx).removed_fields.get(node.value.value, {}).get(node.attr.value)
+    if value is None or type(value) not in (cst.Integer, cst.Float, cst.Name, cst.SimpleString, cst.Attribute):
+        return node
+    rule_id = "NM505" if node.attr.value == "tensor_parallel_size" else "NM503"
+    if not ctx.enabled(rule_id):
+        return node
+    ctx.hit(rule_id)
+    return value
+
+
+@on("Attribute")
+def cli_parallel_attribute(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression:
     """`training_args.tensor_parallel_size` no longer exists once the arguments are native."""
-    if node.attr.value == "tensor_parallel_size" and _cli_arguments(ctx):
+    if type(node) is cst.Attribute and node.attr.value == "tensor_parallel_size" and _cli_arguments(ctx):
         todo(ctx, "NM914")
     return node
 

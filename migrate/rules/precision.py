@@ -6,6 +6,8 @@ scaler whose Neuron support is unconfirmed, and `tf32=True` raises on any non-CU
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from migrate.context import FileContext
@@ -14,6 +16,7 @@ from migrate.rules.base import (
     add_kwarg,
     callee_name,
     kwarg,
+    matches,
     method_of,
     on,
     remove_arg,
@@ -22,7 +25,7 @@ from migrate.rules.base import (
     string_value,
     with_string_value,
 )
-from migrate.rules.settings import setting, through
+from migrate.rules.settings import setting, subscript_key, through
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -217,6 +220,25 @@ def _scaler(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpress
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
+
+
+_KWARGS_DICT = re.compile(r"\w*kwargs\w*|\w*_args")
+
+
+@on("Subscript")
+def torch_dtype_subscript(node: cst.Subscript, ctx: FileContext) -> cst.Subscript:
+    """`model_kwargs["torch_dtype"] = ...` (and reads of it) -> `model_kwargs["dtype"]`.
+
+    Only dicts named like keyword bundles (`*kwargs*`, `*_args`): a `config["torch_dtype"]`
+    read from a JSON file keeps its key.
+    """
+    if subscript_key(node) != "torch_dtype" or not ctx.enabled("NM203") or not matches(_KWARGS_DICT, node.value):
+        return node
+    index = node.slice[0].slice
+    assert type(index) is cst.Index and type(index.value) is cst.SimpleString
+    ctx.hit("NM203")
+    key = index.with_changes(value=with_string_value(index.value, "dtype"))
+    return node.with_changes(slice=[node.slice[0].with_changes(slice=key)])
 
 
 @on("DictElement")

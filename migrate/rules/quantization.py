@@ -7,6 +7,8 @@ NM908 above the `BitsAndBytesConfig(...)` says the memory cost changed.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from migrate.context import FileContext
@@ -16,12 +18,14 @@ from migrate.rules.base import (
     callee_name,
     has_star_kwargs,
     kwarg,
+    matches,
     on,
     remove_arg,
+    replace_arg,
     string_value,
     with_string_value,
 )
-from migrate.rules.settings import setting, through
+from migrate.rules.settings import setting, subscript_key, through
 from migrate.rules.todo_messages import MESSAGES
 
 RULES: tuple[Rule, ...] = (
@@ -77,7 +81,67 @@ def _optim(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | N
 
 setting("NM210", r"optim|optimizer_name|optim_name", through(_optim))
 
-_LOADERS = ("from_pretrained", "SFTTrainer", "DPOTrainer", "GRPOTrainer", "dict")
+_LOADERS = ("from_pretrained", "dict")
+_QUANTIZED_KEYS = ("quantization_config", "load_in_4bit", "load_in_8bit")
+_KWARGS_DICT = re.compile(r"\w*kwargs\w*|\w*_args")
+
+
+def _is_loader(node: cst.Call, ctx: FileContext) -> bool:
+    """A model load, a `dict(...)` of load keywords, or any TRL trainer (they load by model id)."""
+    name = callee_name(node)
+    if name in _LOADERS:
+        return True
+    return name is not None and name.endswith("Trainer") and (ctx.qualify(node.func) or "trl.").startswith("trl.")
+
+
+def _without_quantized_keys(node: cst.Dict, ctx: FileContext) -> cst.Dict | None:
+    """The dict literal without its bitsandbytes load keys, or None when it has none."""
+    keep = [
+        e for e in node.elements
+        if not (type(e) is cst.DictElement and string_value(e.key) in _QUANTIZED_KEYS
+                and not (type(e.value) is cst.Name and e.value.value in ("False", "None")))
+    ]
+    if len(keep) == len(node.elements):
+        return None
+    ctx.hit("NM209")
+    if keep and node.elements[-1] not in keep:
+        keep[-1] = keep[-1].with_changes(comma=node.elements[-1].comma)
+    return node.with_changes(elements=keep)
+
+
+@on("Assign")
+def quantized_kwargs_dict(node: cst.Assign, ctx: FileContext) -> cst.Assign:
+    """`model_kwargs = {"quantization_config": q, ...}`: the keys go, the dict stays."""
+    if type(node.value) is not cst.Dict or len(node.targets) != 1 or not ctx.enabled("NM209"):
+        return node
+    if not matches(_KWARGS_DICT, node.targets[0].target):
+        return node
+    pruned = _without_quantized_keys(node.value, ctx)
+    return node if pruned is None else node.with_changes(value=pruned)
+
+
+@on("SimpleStatementLine")
+def quantized_key_assignment(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNode:
+    """`model_kwargs["quantization_config"] = bnb_config` goes, like the keyword it becomes.
+
+    Only dicts named like keyword bundles (`*kwargs*`, `*_args`), and not `= None`/`= False`.
+    """
+    if len(node.body) != 1 or type(node.body[0]) is not cst.Assign or not ctx.enabled("NM209"):
+        return node
+    assign = node.body[0]
+    target = assign.targets[0].target
+    if len(assign.targets) != 1 or subscript_key(target) not in _QUANTIZED_KEYS:
+        return node
+    assert type(target) is cst.Subscript
+    off = type(assign.value) is cst.Name and assign.value.value in ("False", "None")
+    if not matches(_KWARGS_DICT, target.value) or off:
+        return node
+    ctx.hit("NM209")
+    if subscript_key(target) != "quantization_config" and ctx.enabled("NM908"):
+        ctx.todo("NM908", MESSAGES["NM908"])
+    if any(line.comment is not None for line in node.leading_lines):
+        return node.with_changes(body=[cst.Pass()])  # keep the comments above it
+    return cst.RemoveFromParent()
 
 
 @on("Call")
@@ -86,7 +150,14 @@ def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if qualified.startswith("bitsandbytes.optim.") and ctx.enabled("NM210"):
         ctx.hit("NM210")
         return node.with_changes(func=cst.Attribute(value=ctx.module_ref("torch.optim"), attr=cst.Name("AdamW")))
-    if callee_name(node) not in _LOADERS or not ctx.enabled("NM209"):
+    if not ctx.enabled("NM209"):
+        return node
+    for arg in node.args:  # `SFTConfig(model_init_kwargs={"quantization_config": q})`
+        if arg.keyword is not None and matches(_KWARGS_DICT, arg.keyword) and type(arg.value) is cst.Dict:
+            pruned = _without_quantized_keys(arg.value, ctx)
+            if pruned is not None:
+                node = replace_arg(node, arg, arg.with_changes(value=pruned))
+    if not _is_loader(node, ctx):
         return node
     removed = False
     for name in ("quantization_config", "load_in_4bit", "load_in_8bit"):

@@ -9,6 +9,7 @@ mean one kind of rewrite applies in many syntactic places. A family registers a 
 - assignments:              `device = "cuda"`, `backend = 'nccl'`
 - annotated/dataclass:      `optim: str = field(default="paged_adamw_32bit")`
 - dict literals:            `{"attn_implementation": "flash_attention_2"}`
+- dict entries set by key:  `model_kwargs["attn_implementation"] = "flash_attention_2"`
 
 Rewriters return None to leave a value alone; they see through `a if cond else b` and
 `a or b`, so the CUDA arm of a conditional is rewritten and the other arms are kept.
@@ -56,7 +57,10 @@ def through(rewrite: Callable[[cst.BaseExpression, FileContext], cst.BaseExpress
             body, orelse = walk(node.body, ctx), walk(node.orelse, ctx)
             if body is None and orelse is None:
                 return None
-            return node.with_changes(body=body or node.body, orelse=orelse or node.orelse)
+            body, orelse = body or node.body, orelse or node.orelse
+            if _same(body, orelse):  # `bf16 if a else fp16` -> `bf16 if a else bf16` says `bf16`
+                return body
+            return node.with_changes(body=body, orelse=orelse)
         if type(node) is cst.BooleanOperation:
             left, right = walk(node.left, ctx), walk(node.right, ctx)
             if left is None and right is None:
@@ -65,6 +69,11 @@ def through(rewrite: Callable[[cst.BaseExpression, FileContext], cst.BaseExpress
         return rewrite(node, ctx)
 
     return walk
+
+
+def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    module = cst.Module([])
+    return module.code_for_node(a) == module.code_for_node(b)
 
 
 def _apply(name: str | None, value: cst.BaseExpression, ctx: FileContext, keyword: bool) -> tuple[cst.BaseExpression | None, str | None]:
@@ -107,10 +116,30 @@ def call_settings(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     return node
 
 
+def subscript_key(node: cst.BaseExpression) -> str | None:
+    """`kwargs["attn_implementation"]` -> `attn_implementation`; other subscripts -> None."""
+    if type(node) is not cst.Subscript or len(node.slice) != 1:
+        return None
+    index = node.slice[0].slice
+    if type(index) is not cst.Index or type(index.value) is not cst.SimpleString:
+        return None
+    key = index.value.evaluated_value
+    return key if isinstance(key, str) else None
+
+
 @on("Assign")
 def assign_settings(node: cst.Assign, ctx: FileContext) -> cst.Assign:
-    """`device = "cuda"`, `self.backend = "nccl"`; the first target's name decides."""
-    new, rule = _apply(last_name(node.targets[0].target), node.value, ctx, keyword=False)
+    """`device = "cuda"`, `self.backend = "nccl"`; the first target's name decides.
+
+    A dict entry set by key (`model_kwargs["attn_implementation"] = ...`) is a keyword the
+    dict will carry into a call, so it is treated like one.
+    """
+    target = node.targets[0].target
+    key = subscript_key(target)
+    if key is not None:
+        new, rule = _apply(key, node.value, ctx, keyword=True)
+    else:
+        new, rule = _apply(last_name(target), node.value, ctx, keyword=False)
     if new is not None and rule is not None:
         ctx.hit(rule)
         return node.with_changes(value=new)

@@ -21,7 +21,7 @@ _EXAMPLES = {
     "NM903": ('import torch\nstart = torch.cuda.Event(enable_timing=True)\n',
               'import torch\n# TODO(neuron-migrate NM903): {m}\nstart = torch.cuda.Event(enable_timing=True)\n'),
     "NM904": ('import torch\nmajor, _ = torch.cuda.get_device_capability()\n',
-              'import torch\n# TODO(neuron-migrate NM904): {m}\nmajor, _ = torch.cuda.get_device_capability()\n'),
+              'import torch\n# TODO(neuron-migrate NM904): {m}\nmajor, _ = (8, 0)\n'),
     "NM905": ('import triton\n', '# TODO(neuron-migrate NM905): {m}\nimport triton\n'),
     "NM906": ('from unsloth import FastLanguageModel\n', '# TODO(neuron-migrate NM906): {m}\nfrom unsloth import FastLanguageModel\n'),
     "NM907": ('from flash_attn import flash_attn_func\n', '# TODO(neuron-migrate NM907): {m}\nfrom flash_attn import flash_attn_func\n'),
@@ -70,14 +70,17 @@ def import_from_todo(node: cst.ImportFrom, ctx: FileContext) -> cst.ImportFrom:
 
 
 @on("Call")
-def call_todo(node: cst.Call, ctx: FileContext) -> cst.Call:
+def call_todo(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     qualified = ctx.qualify(node.func) or ""
     if qualified.startswith("torch.cuda."):
         rest = qualified[len("torch.cuda."):]
         if rest.split(".")[0] in _CUDA_RUNTIME:
             _todo(ctx, "NM903")
-        elif rest in ("get_device_capability", "get_arch_list"):
+        elif rest == "get_device_capability" and ctx.enabled("NM904"):
             _todo(ctx, "NM904")
+            return cst.parse_expression("(8, 0)")  # it raises without CUDA: the TODO says what stands in
+        elif rest == "get_arch_list":
+            _todo(ctx, "NM904")  # returns [] without CUDA: nothing crashes, the check is still meaningless
     elif qualified.startswith("torch.utils.cpp_extension.") or qualified.startswith("apex."):
         _todo(ctx, "NM905")
     name = callee_name(node)

@@ -19,9 +19,11 @@ TODOS: dict[str, tuple[str, str, str, str]] = {
               "or CUDA IPC.",
               "no Neuron equivalent for this CUDA runtime API; time with time.perf_counter() + torch.accelerator.synchronize()"),
     "NM904": ("cuda-capability", "CUDA compute-capability checks",
-              "`get_device_capability()` has no Neuron meaning; bf16 is supported on every "
-              "Trainium generation.",
-              "no compute capability on Neuron; bf16 is always supported, flash-attention never is"),
+              "`get_device_capability()` has no Neuron meaning and raises without CUDA; bf16 is "
+              "supported on every Trainium generation. The call becomes `(8, 0)` (an Ampere-class "
+              "answer), so checks such as `major >= 8` choose bf16; the TODO asks to remove the check.",
+              "no compute capability on Neuron: get_device_capability() is now (8, 0), so capability checks take "
+              "their bf16 path; bf16 is always supported, flash-attention never is"),
     "NM905": ("custom-kernels", "Triton, apex and custom CUDA extensions",
               "Triton kernels, apex fused optimizers/amp and `torch.utils.cpp_extension` CUDA "
               "builds are CUDA-only.",
@@ -42,4 +44,7 @@ TODOS: dict[str, tuple[str, str, str, str]] = {
               "device_map does not exist on Neuron.",
               "GPU memory budgets do not apply on Neuron; shard with FSDP2 or tensor parallelism instead"),
 }
+# NM903 on an `if torch.cuda.is_available():` block that NM104 leaves guarded by CUDA.
+CUDA_ONLY_BLOCK = ("this block calls torch.cuda.{names} (no Neuron equivalent), so it stays behind the CUDA check "
+                   "and is skipped on Neuron; port it to torch.accelerator / torch.neuron to run it there")
 MESSAGES = {rule_id: message for rule_id, (_, _, _, message) in TODOS.items()}

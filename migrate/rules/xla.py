@@ -537,3 +537,21 @@ def xla_only_statement(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | N
         return Removal("NM603")
     return None
 
+
+
+@on("If")
+def repeated_guard(node: cst.If, ctx: FileContext) -> cst.If:
+    """`if xm.is_master_ordinal(): xm.save(...)`: both become `LOCAL_RANK == 0` checks, so the
+    guard the `save` rewrite adds repeats the one around it; the inner copy goes."""
+    if type(node.body) is not cst.IndentedBlock or len(node.body.body) != 1:
+        return node
+    inner = node.body.body[0]
+    if type(inner) is not cst.If or inner.orelse is not None or _has_comment(inner):
+        return node
+    if code(inner.test) != code(node.test) or not ctx.enabled("NM607"):
+        return node
+    return node.with_changes(body=node.body.with_changes(body=inner.body.body))  # type: ignore[attr-defined]
+
+
+def _has_comment(node: cst.If) -> bool:
+    return any(line.comment is not None for line in node.leading_lines)
