@@ -12,7 +12,7 @@ A file that does not parse before migration is counted as `input errors` and not
 the tool. Each bad file is listed with its first line of evidence so it can be reproduced with
 `neuron-migrate FILE`. Exit status 1 when any count is non-zero.
 
-Run: `python bench/bench_corpus.py /tmp/corpus [--jobs N] [--show 20]`
+Run: `python bench/bench_corpus.py CORPUS_DIR [--jobs N] [--show 20]`
 (the corpus is fetched and extracted outside the repository; `bench/README.md` says how).
 """
 

@@ -55,7 +55,7 @@ def where(finding: Finding) -> str:
 
 def unified_diff(result: FileResult) -> str:
     """The diff of one changed file, with normalised `\\n` line endings for display."""
-    path = display_path(result.path).lstrip("/")  # as git writes an absolute path: a/tmp/x.py, not a//tmp/x.py
+    path = display_path(result.path).lstrip("/")  # as git writes an absolute path: a/abs/x.py, not a//abs/x.py
     out = [f"--- a/{path}\n", f"+++ b/{path}\n"]
     for change in result.changes:
         old = change.old.splitlines(keepends=True)

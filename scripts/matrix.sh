@@ -10,13 +10,13 @@
 # depend on which build of torch is installed.
 #
 # usage: scripts/matrix.sh [py311-torch213|py312-torch214|all] [pytest arguments...]
-#   MATRIX_DIR (default /tmp/neuroncompat-matrix) holds the virtual environments; they are reused.
+#   MATRIX_DIR (default $TMPDIR/neuroncompat-matrix, TMPDIR defaulting to /tmp) holds the virtual environments; they are reused.
 #   PYTHON311 / PYTHON312 name the interpreters (default python3.11 / python3.12).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 unset PYTHONPATH NEURONCOMPAT_SIMULATE
-root=${MATRIX_DIR:-/tmp/neuroncompat-matrix}
+root=${MATRIX_DIR:-${TMPDIR:-/tmp}/neuroncompat-matrix}
 which=${1:-all}
 shift || true
 
