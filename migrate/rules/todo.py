@@ -30,9 +30,15 @@ _EXAMPLES = {
     "NM909": ('model = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n',
               '# TODO(neuron-migrate NM909): {m}\nmodel = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n'),
 }
+# TODO rules only annotate, so they are safe, except where the TODO also replaces a call that
+# raises without CUDA: the replacement value decides which branch the script takes.
+_UNSAFE = {
+    "NM904": "capability checks now see (8, 0): code gated on major >= 8 takes its Ampere path (bf16)",
+}
 RULES: tuple[Rule, ...] = tuple(
     Rule(id=rule_id, name=name, summary=f"TODO: {title}.", rationale=why, before=_EXAMPLES[rule_id][0],
-         after=_EXAMPLES[rule_id][1].replace("{m}", message), safety="safe", todo=True)
+         after=_EXAMPLES[rule_id][1].replace("{m}", message), safety="unsafe" if rule_id in _UNSAFE else "safe",
+         safety_reason=_UNSAFE.get(rule_id, ""), todo=True)
     for rule_id, (name, title, why, message) in TODOS.items()
 )
 

@@ -95,7 +95,7 @@ UNSAFE_IDS = [
     "NM102", "NM105", "NM201", "NM202", "NM204", "NM205", "NM209", "NM210", "NM211", "NM303", "NM304", "NM305",
     "NM306", "NM501", "NM503", "NM504", "NM505", "NM506", "NM511", "NM513", "NM514", "NM515", "NM522", "NM604",
     "NM608", "NM609", "NM610", "NM703", "NM708", "NM709", "NM802", "NM806", "NM807", "NM808", "NM810", "NM812",
-    "NM816", "NM817", "NM819", "NM823", "NM828",
+    "NM816", "NM817", "NM819", "NM823", "NM828", "NM904",
 ]
 
 
@@ -104,7 +104,8 @@ def test_every_rule_states_its_fix_safety_and_why_when_unsafe() -> None:
     for rule in all_rules():
         assert rule.safety in ("safe", "unsafe"), rule.id
         assert bool(rule.safety_reason) == (rule.safety == "unsafe"), rule.id
-        assert not (rule.todo and rule.safety == "unsafe"), f"{rule.id}: a TODO only annotates"
+        # a TODO only annotates, except NM904, which also replaces a call that raises without CUDA
+        assert not (rule.todo and rule.safety == "unsafe") or rule.id == "NM904", f"{rule.id}: a TODO only annotates"
 
 
 def test_a_rule_without_a_reason_for_being_unsafe_is_rejected() -> None:
