@@ -13,26 +13,29 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from types import ModuleType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import libcst as cst
 
 from migrate.context import FileContext
 
 N = TypeVar("N", bound=cst.CSTNode)
-Hook = Callable[[cst.CSTNode, FileContext], cst.CSTNode]
+# What a hook returns: the node (changed or not), or libcst's sentinels that remove it or put
+# several statements in its place (the engine stops a node's hooks once its type changes).
+HookResult = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[Any]
+Hook = Callable[[cst.CSTNode, FileContext], HookResult]
 
 HOOK_ATTRIBUTE = "neuron_migrate_node_type"  # set by `on` on a hook: the libcst class name it handles
 
 
-def on(node_type: str) -> Callable[[Callable[[N, FileContext], cst.CSTNode]], Callable[[N, FileContext], cst.CSTNode]]:
+def on(node_type: str) -> Callable[[Callable[[N, FileContext], HookResult]], Callable[[N, FileContext], HookResult]]:
     """Mark a function as the family's hook for leaving nodes of `node_type` (a libcst class name).
 
     Marking registers nothing: `migrate.rule_families` collects the marked functions of the
     families it lists, so the hook order is that table's order, not import order.
     """
 
-    def deco(fn: Callable[[N, FileContext], cst.CSTNode]) -> Callable[[N, FileContext], cst.CSTNode]:
+    def deco(fn: Callable[[N, FileContext], HookResult]) -> Callable[[N, FileContext], HookResult]:
         setattr(fn, HOOK_ATTRIBUTE, node_type)
         return fn
 

@@ -15,6 +15,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import (
+    HookResult,
     add_kwarg,
     callee_name,
     has_star_kwargs,
@@ -387,7 +388,7 @@ def device_comparison(node: cst.Comparison, ctx: FileContext) -> cst.Comparison:
 
 
 @on("ImportFrom")
-def drop_get_kbit_device_map(node: cst.ImportFrom, ctx: FileContext) -> cst.CSTNode:
+def drop_get_kbit_device_map(node: cst.ImportFrom, ctx: FileContext) -> HookResult:
     """TRL 1.x removed `get_kbit_device_map`; its calls are replaced above, so drop the import."""
     if not ctx.enabled("NM105") or type(node.names) is cst.ImportStar:
         return node

@@ -18,6 +18,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import (
+    HookResult,
     add_kwarg,
     callee_name,
     has_star_kwargs,
@@ -529,7 +530,7 @@ def sdk_patching(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
 
 
 @on("With")
-def lazy_load(node: cst.With, ctx: FileContext) -> cst.CSTNode:
+def lazy_load(node: cst.With, ctx: FileContext) -> HookResult:
     """Unwrap `with lazy_load_for_parallelism(...):`; other context managers in the same `with` stay."""
     items = [i for i in node.items if not (type(i.item) is cst.Call and _qualified_name(i.item.func, ctx) == "lazy_load_for_parallelism")]
     if len(items) == len(node.items):
@@ -581,7 +582,7 @@ class _LoadSharded(cst.CSTTransformer):
 
 
 @on("If")
-def precompilation_branch(node: cst.If, ctx: FileContext) -> cst.CSTNode:
+def precompilation_branch(node: cst.If, ctx: FileContext) -> HookResult:
     """`if is_precompilation(): A else: B` -> `B`; `if not is_precompilation(): A` -> `A`.
 
     There is no `neuron_parallel_compile` phase any more, so the branch it guarded is dead.

@@ -18,6 +18,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import (
+    HookResult,
     add_kwarg,
     has_star_kwargs,
     kwarg,
@@ -446,7 +447,7 @@ def _save(node: cst.SimpleStatementLine, call: cst.Call, ctx: FileContext) -> cs
     return _guarded(node, ctx, "RANK" if everywhere else "LOCAL_RANK", saved)
 
 
-def _all_reduce(node: cst.SimpleStatementLine, call: cst.Call, target: cst.BaseExpression | None, ctx: FileContext) -> cst.CSTNode:
+def _all_reduce(node: cst.SimpleStatementLine, call: cst.Call, target: cst.BaseExpression | None, ctx: FileContext) -> HookResult:
     """`xm.all_reduce(xm.REDUCE_SUM, t[, scale=s])` -> `dist.all_reduce(t, op=dist.ReduceOp.SUM)`.
 
     For one tensor torch_xla returns the reduced copy; assigning it to the same name is the
@@ -481,7 +482,7 @@ def _all_reduce(node: cst.SimpleStatementLine, call: cst.Call, target: cst.BaseE
     return flatten(ctx, statements) if len(statements) > 1 else statements[0]
 
 
-def _spawn(node: cst.SimpleStatementLine, call: cst.Call, ctx: FileContext) -> cst.CSTNode:
+def _spawn(node: cst.SimpleStatementLine, call: cst.Call, ctx: FileContext) -> HookResult:
     todo(ctx, "NM917")
     positional = _positional(call)
     fn = kwarg(call, "fn") or (positional[0] if positional else None)
