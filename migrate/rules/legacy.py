@@ -315,7 +315,7 @@ class _Bindings(cst.CSTVisitor):
         module = dotted(node.module) if node.module is not None and not node.relative else None
         if module is None:
             return False
-        if type(node.names) is cst.ImportStar:
+        if isinstance(node.names, cst.ImportStar):
             self.legacy = self.legacy or is_legacy(module)
             return False
         if not is_legacy(module):
@@ -368,7 +368,7 @@ class _Rewrite(cst.CSTTransformer):
             if type(stmt) is not cst.SimpleStatementLine or _skipped(stmt):
                 continue
             for small in stmt.body:
-                if type(small) is not cst.ImportFrom or small.relative or small.module is None or type(small.names) is cst.ImportStar:
+                if type(small) is not cst.ImportFrom or small.relative or small.module is None or isinstance(small.names, cst.ImportStar):
                     continue
                 module = dotted(small.module) or ""
                 if not is_legacy(module):
@@ -438,7 +438,7 @@ class _Rewrite(cst.CSTTransformer):
                 return wrapped.with_changes(leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace)
             return merged
         star = next((dotted(s.module) for s in updated.body if type(s) is cst.ImportFrom and s.module is not None
-                     and type(s.names) is cst.ImportStar and is_legacy(dotted(s.module))), None)
+                     and isinstance(s.names, cst.ImportStar) and is_legacy(dotted(s.module))), None)
         if star is not None:  # the names it binds are unknown: nothing can be swapped
             return self._todo(updated, original, star)
         if _skipped(original) or not any(type(s) in (cst.Import, cst.ImportFrom) and _legacy_import(s) for s in updated.body):
@@ -483,7 +483,7 @@ class _Rewrite(cst.CSTTransformer):
     def _from_import(self, node: cst.ImportFrom, planned: bool) -> tuple[list[cst.SimpleStatementLine], cst.ImportFrom | None, list[str]]:
         """Native imports for one legacy `from` import (none when `planned`), what stays, and why."""
         module = dotted(node.module) or ""  # type: ignore[arg-type]
-        assert type(node.names) is not cst.ImportStar
+        assert not isinstance(node.names, cst.ImportStar)
         groups: dict[str, list[tuple[str, str | None]]] = {}
         rest: list[cst.ImportAlias] = []
         left: list[str] = []
@@ -536,7 +536,7 @@ class _Rewrite(cst.CSTTransformer):
 
 def _add_names(node: cst.ImportFrom, names: list[tuple[str, str | None]]) -> cst.ImportFrom:
     """Add names to an existing `from M import ...`, in its order (isort's or alphabetical) or at the end."""
-    assert type(node.names) is not cst.ImportStar
+    assert not isinstance(node.names, cst.ImportStar)
     aliases = list(node.names)
     keys = [_alias_name(a) for a in aliases]
     order = next((key for key in (_isort_key, str.lower) if keys == sorted(keys, key=key)), None)
@@ -576,7 +576,7 @@ def _legacy_import(node: cst.BaseSmallStatement) -> bool:
     if type(node) is cst.Import:
         return any(is_legacy(_alias_name(a)) for a in node.names)
     if type(node) is cst.ImportFrom and node.module is not None and not node.relative:
-        return is_legacy(dotted(node.module)) and type(node.names) is not cst.ImportStar
+        return is_legacy(dotted(node.module)) and not isinstance(node.names, cst.ImportStar)
     return False
 
 

@@ -303,7 +303,7 @@ def _is_one(node: cst.BaseExpression) -> bool:
 def _qualified_name(node: cst.BaseExpression, ctx: FileContext) -> str:
     """`NeuronTrainer` when `node` resolves to an Optimum name with a swap; else ''."""
     qualified = ctx.qualify(node)
-    return qualified.rpartition(".")[2] if resolve(qualified) is not None else ""
+    return qualified.rpartition(".")[2] if qualified is not None and resolve(qualified) is not None else ""
 
 
 def _distributed_config(ctx: FileContext, tp: cst.BaseExpression | None, func: cst.BaseExpression) -> cst.Call:

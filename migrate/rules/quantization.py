@@ -162,9 +162,9 @@ def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         return node
     removed = False
     for name in ("quantization_config", "load_in_4bit", "load_in_8bit"):
-        arg = kwarg(node, name)
-        if arg is not None and not (type(arg.value) is cst.Name and arg.value.value in ("False", "None")):
-            node = remove_arg(node, arg)
+        setting = kwarg(node, name)
+        if setting is not None and not (type(setting.value) is cst.Name and setting.value.value in ("False", "None")):
+            node = remove_arg(node, setting)
             removed = True
             if name != "quantization_config" and ctx.enabled("NM908"):
                 ctx.todo("NM908", MESSAGES["NM908"])  # no BitsAndBytesConfig carries the TODO

@@ -347,7 +347,8 @@ def loader_binding(node: cst.Assign, ctx: FileContext) -> cst.Assign:
 def move_batches(node: cst.For, ctx: FileContext) -> cst.For:
     """First statement of a loop over an unwrapped loader: move the batch to the device."""
     state = _state(ctx)
-    iterator, target = node.iter, node.target
+    target: cst.BaseExpression = node.target
+    iterator = node.iter
     if type(iterator) is cst.Call and type(iterator.func) is cst.Name and iterator.func.value == "enumerate" and iterator.args:
         iterator = iterator.args[0].value
         if type(target) is cst.Tuple and len(target.elements) == 2:
@@ -386,7 +387,7 @@ def _move(target: cst.BaseExpression, device: cst.BaseExpression, body: cst.Inde
 
 
 @on("SimpleStatementLine")
-def xla_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNode:
+def xla_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     """Rewrites that turn one call statement into another statement shape."""
     call = call_statement(node)
     if call is not None:
@@ -478,7 +479,7 @@ def _all_reduce(node: cst.SimpleStatementLine, call: cst.Call, target: cst.BaseE
     ctx.hit("NM607")
     statements = [cst.parse_statement(line) for line in lines]
     statements[0] = statements[0].with_changes(leading_lines=node.leading_lines)
-    statements[-1] = statements[-1].with_changes(trailing_whitespace=node.trailing_whitespace)  # type: ignore[call-arg]
+    statements[-1] = statements[-1].with_changes(trailing_whitespace=node.trailing_whitespace)
     return flatten(ctx, statements) if len(statements) > 1 else statements[0]
 
 
@@ -551,7 +552,7 @@ def repeated_guard(node: cst.If, ctx: FileContext) -> cst.If:
         return node
     if code(inner.test) != code(node.test) or not ctx.enabled("NM607"):
         return node
-    return node.with_changes(body=node.body.with_changes(body=inner.body.body))  # type: ignore[attr-defined]
+    return node.with_changes(body=node.body.with_changes(body=inner.body.body))
 
 
 def _has_comment(node: cst.If) -> bool:
