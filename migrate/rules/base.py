@@ -11,7 +11,7 @@ never traverse on their own: that keeps the whole run to one pass over the tree.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -173,3 +173,28 @@ def option_name(call: cst.Call) -> str | None:
             if text and text.startswith("--"):
                 return text[2:].replace("-", "_")
     return None
+
+
+# ---- statements --------------------------------------------------------------------------
+
+
+def leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    """The blank and comment lines above a statement.
+
+    Every libcst statement (a simple statement line, a compound statement) has them; the
+    `BaseStatement` class does not declare the field, so reading it needs the narrowing here.
+    """
+    assert isinstance(stmt, cst.SimpleStatementLine | cst.BaseCompoundStatement)
+    return stmt.leading_lines
+
+
+def statements_of(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
+    """The statements of a block; a one-line suite (`if x: a; b`) becomes one statement line.
+
+    Hooks that unwrap a block (a dead branch, a `with`) place its statements in the enclosing
+    body, where the small statements of a one-line suite cannot stand on their own.
+    """
+    if isinstance(suite, cst.IndentedBlock):
+        return list(suite.body)
+    assert isinstance(suite, cst.SimpleStatementSuite)
+    return [cst.SimpleStatementLine(body=suite.body, trailing_whitespace=suite.trailing_whitespace)]
