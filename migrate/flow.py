@@ -40,7 +40,7 @@ class _Replace(cst.CSTTransformer):
         super().__init__()
         self.replacements = replacements
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         return self.replacements.get(id(original_node), updated_node)
 
 
@@ -78,4 +78,6 @@ class GenerateFlow:
         if not applied:
             return node, []
         replacements = {id(c.node): c.fix(c.node) for c in applied}
-        return node.visit(_Replace(replacements)), applied
+        result = node.visit(_Replace(replacements))
+        assert isinstance(result, cst.CSTNode)  # the fixes replace assignments inside `node`, never `node` itself
+        return result, applied

@@ -51,7 +51,7 @@ class ImportMap:
 
     def add_import_from(self, node: cst.ImportFrom) -> None:
         """`from a.b import c as d` binds `d` to `a.b.c`; relative imports are ignored."""
-        if node.relative or type(node.names) is cst.ImportStar:
+        if node.relative or isinstance(node.names, cst.ImportStar):
             return
         mod = _module_name(node.module)
         for alias in node.names:

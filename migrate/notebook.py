@@ -44,6 +44,13 @@ _SHELL_CELL_MAGICS = frozenset({"bash", "sh", "script bash", "script sh"})
 _WS = re.compile(r"[ \t\n\r]*")
 
 
+def _skip_blanks(text: str, i: int) -> int:
+    """The index of the first non-blank character at or after ``i`` (``_WS`` matches anywhere)."""
+    match = _WS.match(text, i)
+    assert match is not None  # `*`: the empty match at worst
+    return match.end()
+
+
 class _BadNotebook(ValueError):
     def __init__(self, message: str, line: int) -> None:
         super().__init__(message)
@@ -111,21 +118,21 @@ def _members(text: str, i: int) -> tuple[dict[str, tuple[int, int]], int]:
     """The value spans of the JSON object starting at `text[i]` (`{`), and the index after it."""
     decoder = json.JSONDecoder()
     spans: dict[str, tuple[int, int]] = {}
-    i = _WS.match(text, i + 1).end()
+    i = _skip_blanks(text, i + 1)
     while text[i] != "}":
-        key, i = json.decoder.scanstring(text, i + 1)
-        i = _WS.match(text, _WS.match(text, i).end() + 1).end()  # past the colon
+        key, i = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]  # public, not in typeshed
+        i = _skip_blanks(text, _skip_blanks(text, i) + 1)  # past the colon
         _, end = decoder.raw_decode(text, i)
         spans[key] = (i, end)
-        i = _WS.match(text, end).end()
+        i = _skip_blanks(text, end)
         if text[i] == ",":
-            i = _WS.match(text, i + 1).end()
+            i = _skip_blanks(text, i + 1)
     return spans, i + 1
 
 
 def _cell_members(text: str) -> list[dict[str, tuple[int, int]]]:
     """For each cell of the (already validated) notebook, its members' value spans."""
-    top, _ = _members(text, _WS.match(text).end())
+    top, _ = _members(text, _skip_blanks(text, 0))
     start, _ = top["cells"]
     return [_members(text, item)[0] if text[item] == "{" else {} for item, _ in _items(text, start)]
 
@@ -134,13 +141,13 @@ def _items(text: str, i: int) -> list[tuple[int, int]]:
     """The spans of the items of the JSON array starting at `text[i]` (`[`)."""
     decoder = json.JSONDecoder()
     spans = []
-    i = _WS.match(text, i + 1).end()
+    i = _skip_blanks(text, i + 1)
     while text[i] != "]":
         _, end = decoder.raw_decode(text, i)
         spans.append((i, end))
-        i = _WS.match(text, end).end()
+        i = _skip_blanks(text, end)
         if text[i] == ",":
-            i = _WS.match(text, i + 1).end()
+            i = _skip_blanks(text, i + 1)
     return spans
 
 

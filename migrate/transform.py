@@ -13,7 +13,7 @@ import libcst as cst
 from migrate.context import FileContext, Frame
 from migrate.markers import RULE_SKIP_MARKER, TODO_PREFIX, find_skip
 from migrate.rule_families import HOOKS
-from migrate.rules.base import method_of
+from migrate.rules.base import HookResult, method_of
 
 # Exact-type sets: libcst node classes are ABCs, and `isinstance` against ABCs dominated the
 # profile of the traversal; concrete libcst node types are never subclassed.
@@ -96,64 +96,66 @@ class MigrationTransformer(cst.CSTTransformer):
 
     def _visit_flow(self, node: cst.CSTNode) -> None:
         flow = self.ctx.flow
-        kind = type(node)
-        if kind is cst.Name:
+        if type(node) is cst.Name:
             if id(node) not in self.not_variables:
-                flow.use(node.value)  # type: ignore[attr-defined]
-        elif kind is cst.Attribute:
+                flow.use(node.value)
+        elif type(node) is cst.Attribute:
             self.not_variables.add(id(node.attr))  # `x.input_ids`: `input_ids` is no variable
             if node.attr.value == "shape":
                 flow.neutral += 1
-        elif kind is cst.Call:
+        elif type(node) is cst.Call:
             if method_of(node, "generate"):
                 flow.generate_args.update(id(a) for a in node.args)
             elif type(node.func) is cst.Name and node.func.value == "len":
                 flow.neutral += 1
             elif method_of(node, "size"):
                 flow.neutral += 1
-        elif kind is cst.Arg:
+        elif type(node) is cst.Arg:
             if node.keyword is not None:
                 self.not_variables.add(id(node.keyword))
             if id(node) in flow.generate_args:
                 flow.in_generate += 1
-        elif kind is cst.AssignTarget:
+        elif type(node) is cst.AssignTarget:
             flow.target += 1
 
     def _leave_flow(self, node: cst.CSTNode) -> None:
         flow = self.ctx.flow
-        kind = type(node)
-        if kind is cst.Call:
+        if type(node) is cst.Call:
             if type(node.func) is cst.Name and node.func.value == "len" or method_of(node, "size"):
                 flow.neutral -= 1
-        elif kind is cst.Arg and id(node) in flow.generate_args:
+        elif type(node) is cst.Arg and id(node) in flow.generate_args:
             flow.in_generate -= 1
-        elif kind is cst.Attribute and node.attr.value == "shape":
+        elif type(node) is cst.Attribute and node.attr.value == "shape":
             flow.neutral -= 1
-        elif kind is cst.AssignTarget:
+        elif type(node) is cst.AssignTarget:
             flow.target -= 1
 
     # ---- leaving -----------------------------------------------------------------------
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         ctx = self.ctx
         kind = type(original_node)
         if self.track_generate and kind not in _STATEMENTS:
             self._leave_flow(original_node)
-        result: cst.CSTNode = updated_node
+        result: HookResult = updated_node
         hooks = HOOKS.get(type(updated_node).__name__)
         if hooks:
             node_type = type(updated_node)
+            node: cst.CSTNode = updated_node
             for hook in hooks:
-                result = hook(result, ctx)
-                if type(result) is not node_type:
+                result = hook(node, ctx)
+                if not isinstance(result, cst.CSTNode) or type(result) is not node_type:
                     break
+                node = result
             if ctx.pending:
+                # Candidates come from `Assign` hooks, which return an `Assign`: never a sentinel.
+                assert isinstance(result, cst.CSTNode)
                 for candidate in ctx.pending:
                     candidate.node = result
                 ctx.frames[-1].candidates.extend(ctx.pending)
                 ctx.pending.clear()
         if kind in _STATEMENTS:
-            if kind is cst.FunctionDef and self.track_generate:
+            if kind is cst.FunctionDef and self.track_generate and isinstance(result, cst.CSTNode):
                 result = self._close_scope(result)
             return self._close_frame(original_node, result)
         return result
@@ -178,7 +180,7 @@ class MigrationTransformer(cst.CSTTransformer):
                 frame.hits[rule_id] += 1
         return node  # type: ignore[return-value]
 
-    def _close_frame(self, original: cst.CSTNode, updated: cst.CSTNode):
+    def _close_frame(self, original: cst.CSTNode, updated: HookResult) -> HookResult:
         ctx = self.ctx
         frame = ctx.frames.pop()
         ctx.skipping -= bool(frame.skip_rules)

@@ -134,8 +134,8 @@ def simulate(
         built = report.build(records, command, exit_code, cost, shapes, kinds)
         if cuda.requested():
             built["cuda_redirect"] = redirect_log.section(redirect_log.load(cuda_log))
-    for name, path in extra:
-        path.write_text(renderers[name](built) + "\n")
+    for name, target in extra:
+        target.write_text(renderers[name](built) + "\n")
     text = renderers[fmt](built)
     if "cuda_redirect" in built and fmt == "text":
         text += "\n" + redirect_log.render_text(built["cuda_redirect"])

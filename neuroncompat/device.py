@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import os
 
+# torch.neuron is registered at runtime (TorchNeuron, or the simulator), so torch's stubs lack it:
+# its uses below carry `type: ignore[attr-defined]`.
 import torch
 
 
 def local_core_index() -> int:
-    count = max(torch.neuron.device_count(), 1)
+    count = max(torch.neuron.device_count(), 1)  # type: ignore[attr-defined]
     local_rank = os.environ.get("LOCAL_RANK")
     if local_rank is not None and local_rank.isdigit():
         return int(local_rank) % count
-    return torch.neuron.current_device()
+    return torch.neuron.current_device()  # type: ignore[attr-defined]
 
 
 def local_neuron_device() -> torch.device:

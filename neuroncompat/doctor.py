@@ -43,7 +43,7 @@ def report() -> list[str]:
     if found.kind in ("native", "simulated"):
         import torch
 
-        lines.append(f"visible NeuronCores: {torch.neuron.device_count()}")
+        lines.append(f"visible NeuronCores: {torch.neuron.device_count()}")  # type: ignore[attr-defined]
         _import_patch_targets()
     lines.append("libraries:")
     lines.extend(f"  {dist:<14} {_version(dist)}" for dist in _LIBRARIES)

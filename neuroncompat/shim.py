@@ -23,10 +23,12 @@ by :func:`status`, or when patch ids are given to check. The DEBUG line is logge
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from _thread import RLock
 from collections import namedtuple
+from collections.abc import Sequence
 from types import ModuleType
 
 from neuroncompat import neuron_missing_hint
@@ -51,7 +53,7 @@ def _logger() -> logging.Logger:
     return logging.getLogger("neuroncompat")
 
 
-def _patch_types() -> list[type[Patch]]:
+def _patch_types() -> Sequence[type[Patch]]:
     from neuroncompat.patches import PATCH_TYPES
 
     return PATCH_TYPES
@@ -166,7 +168,7 @@ def _start(patch: Patch) -> None:
     for name in patch.targets:
         from neuroncompat import hooks
 
-        hooks.when_imported(name, lambda module, p=patch, n=name: _patch_target(p, n, module))
+        hooks.when_imported(name, functools.partial(_patch_target, patch, name))
 
 
 def _patch_target(patch: Patch, name: str, module: ModuleType) -> None:

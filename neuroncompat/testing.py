@@ -53,7 +53,7 @@ def build_tokenizer(path: str | Path) -> Path:
 def build_causal_lm(path: str | Path, arch: str = "qwen3", layers: int = 2, seed: int = 0) -> Path:
     """Save a tokenizer and a randomly initialised causal LM (hidden 64) to ``path``."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Qwen3Config
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, PreTrainedConfig, Qwen3Config
 
     path = Path(path)
     build_tokenizer(path)
@@ -71,6 +71,7 @@ def build_causal_lm(path: str | Path, arch: str = "qwen3", layers: int = 2, seed
         bos_token_id=tokenizer.bos_token_id,
         tie_word_embeddings=False,
     )
+    config: PreTrainedConfig
     if arch == "qwen3":
         config = Qwen3Config(head_dim=16, **common)
     elif arch == "llama":

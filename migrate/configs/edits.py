@@ -95,7 +95,9 @@ class Changes:
                     or rule in self._tags_above(start)):
                 continue
             done.add((start, rule, message))
-            indent = re.match(r"[ \t]*", self.text[start:]).group(0)
+            blanks = re.match(r"[ \t]*", self.text[start:])
+            assert blanks is not None  # `*`: the empty match at worst
+            indent = blanks.group(0)
             pieces.append(_Edit(rule, start, start, f"{indent}{TODO_PREFIX}{rule}): {message}{newline}", start))
         sites = set()
         for edit in self.edits:

@@ -21,6 +21,7 @@ leaves a `TrainingArguments(...)` call, a `--flag` and a recipe key together.
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
@@ -119,7 +120,7 @@ def _set(changes: Changes, rule: str, node: ScalarNode, value: str, anchor: int 
     changes.replace(rule, start, end, value, anchor)
 
 
-def _true(node: Node) -> bool:
+def _true(node: Node) -> TypeGuard[ScalarNode]:
     """A plain `true`/`yes`/`on` written at this key (not an anchor shared with other keys)."""
     return type(node) is ScalarNode and node.anchor is None and node.tag == _BOOL and node.value.lower() in _TRUE
 
@@ -163,17 +164,17 @@ def _recipe(changes: Changes, doc: MappingNode, keys: dict[str, tuple[ScalarNode
         else:
             changes.replace("NM802", key.start_mark.index, key.end_mark.index, "bf16")
     if changes.enabled("NM805"):
-        for value in _attn_values(doc):
-            _set(changes, "NM805", value, "sdpa")
+        for attn in _attn_values(doc):
+            _set(changes, "NM805", attn, "sdpa")
         for name in ("use_liger_kernel", "use_liger"):
-            if name in keys and _true(keys[name][1]):
-                _set(changes, "NM805", keys[name][1], "false")
+            if name in keys and _true(flag := keys[name][1]):
+                _set(changes, "NM805", flag, "false")
     for name in ("load_in_4bit", "load_in_8bit"):
-        if name in keys and _true(keys[name][1]) and changes.enabled("NM806"):
-            _set(changes, "NM806", keys[name][1], "false")
+        if name in keys and _true(flag := keys[name][1]) and changes.enabled("NM806"):
+            _set(changes, "NM806", flag, "false")
             changes.todo("NM908", keys[name][0].start_mark.index, MESSAGES["NM908"])
-    if "use_vllm" in keys and _true(keys["use_vllm"][1]) and changes.enabled("NM807"):
-        key, value = keys["use_vllm"]
+    if "use_vllm" in keys and _true(value := keys["use_vllm"][1]) and changes.enabled("NM807"):
+        key = keys["use_vllm"][0]
         _set(changes, "NM807", value, "false")
         if "cache_implementation" not in keys:
             end = changes.line_end(value.end_mark.index)

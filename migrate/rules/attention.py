@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import kwarg, method_of, on, replace_arg, string_value, with_string_value
+from migrate.rules.base import HookResult, kwarg, method_of, on, replace_arg, string_value, with_string_value
 from migrate.rules.settings import setting, through
 
 RULES: tuple[Rule, ...] = (
@@ -56,7 +56,7 @@ def use_flash_attention_2(node: cst.Call, ctx: FileContext) -> cst.Call:
 
 
 @on("SimpleStatementLine")
-def drop_xformers(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNode:
+def drop_xformers(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     if not ctx.enabled("NM208"):
         return node
     body = [

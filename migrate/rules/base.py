@@ -11,28 +11,31 @@ never traverse on their own: that keeps the whole run to one pass over the tree.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import libcst as cst
 
 from migrate.context import FileContext
 
 N = TypeVar("N", bound=cst.CSTNode)
-Hook = Callable[[cst.CSTNode, FileContext], cst.CSTNode]
+# What a hook returns: the node (changed or not), or libcst's sentinels that remove it or put
+# several statements in its place (the engine stops a node's hooks once its type changes).
+HookResult = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[Any]
+Hook = Callable[[cst.CSTNode, FileContext], HookResult]
 
 HOOK_ATTRIBUTE = "neuron_migrate_node_type"  # set by `on` on a hook: the libcst class name it handles
 
 
-def on(node_type: str) -> Callable[[Callable[[N, FileContext], cst.CSTNode]], Callable[[N, FileContext], cst.CSTNode]]:
+def on(node_type: str) -> Callable[[Callable[[N, FileContext], HookResult]], Callable[[N, FileContext], HookResult]]:
     """Mark a function as the family's hook for leaving nodes of `node_type` (a libcst class name).
 
     Marking registers nothing: `migrate.rule_families` collects the marked functions of the
     families it lists, so the hook order is that table's order, not import order.
     """
 
-    def deco(fn: Callable[[N, FileContext], cst.CSTNode]) -> Callable[[N, FileContext], cst.CSTNode]:
+    def deco(fn: Callable[[N, FileContext], HookResult]) -> Callable[[N, FileContext], HookResult]:
         setattr(fn, HOOK_ATTRIBUTE, node_type)
         return fn
 
@@ -170,3 +173,28 @@ def option_name(call: cst.Call) -> str | None:
             if text and text.startswith("--"):
                 return text[2:].replace("-", "_")
     return None
+
+
+# ---- statements --------------------------------------------------------------------------
+
+
+def leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    """The blank and comment lines above a statement.
+
+    Every libcst statement (a simple statement line, a compound statement) has them; the
+    `BaseStatement` class does not declare the field, so reading it needs the narrowing here.
+    """
+    assert isinstance(stmt, cst.SimpleStatementLine | cst.BaseCompoundStatement)
+    return stmt.leading_lines
+
+
+def statements_of(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
+    """The statements of a block; a one-line suite (`if x: a; b`) becomes one statement line.
+
+    Hooks that unwrap a block (a dead branch, a `with`) place its statements in the enclosing
+    body, where the small statements of a one-line suite cannot stand on their own.
+    """
+    if isinstance(suite, cst.IndentedBlock):
+        return list(suite.body)
+    assert isinstance(suite, cst.SimpleStatementSuite)
+    return [cst.SimpleStatementLine(body=suite.body, trailing_whitespace=suite.trailing_whitespace)]

@@ -149,7 +149,7 @@ def unused_cuda_import(node: cst.Module, ctx: FileContext) -> cst.Module:
         if type(stmt) is not cst.SimpleStatementLine or len(stmt.body) != 1:
             continue
         small = stmt.body[0]
-        if type(small) is not cst.ImportFrom or type(small.names) is cst.ImportStar or small.relative:
+        if type(small) is not cst.ImportFrom or isinstance(small.names, cst.ImportStar) or small.relative:
             continue
         if not (type(small.module) is cst.Name and small.module.value == "torch"):
             continue
@@ -157,7 +157,8 @@ def unused_cuda_import(node: cst.Module, ctx: FileContext) -> cst.Module:
         cuda = [a for a in names if type(a.name) is cst.Name and a.name.value == "cuda"]
         if not cuda:
             continue
-        local = cuda[0].asname.name.value if cuda[0].asname is not None else "cuda"  # type: ignore[attr-defined]
+        asname = cuda[0].asname
+        local = asname.name.value if asname is not None and type(asname.name) is cst.Name else "cuda"
         if local in references(body[:index] + body[index + 1:]):
             return node
         keep = [a for a in names if a is not cuda[0]]

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import (
+    HookResult,
     add_kwarg,
     callee_name,
     has_star_kwargs,
@@ -125,7 +127,7 @@ def neuron_text(text: str) -> str | None:
 
 def _fstring(prefix: str, expr: cst.BaseExpression) -> cst.FormattedString:
     code = cst.Module([]).code_for_node(expr)
-    quote = "'" if '"' in code else '"'
+    quote: Literal["'", '"'] = "'" if '"' in code else '"'
     return cst.FormattedString(
         parts=[cst.FormattedStringText(prefix), cst.FormattedStringExpression(expression=expr)],
         start=f"f{quote}",
@@ -387,9 +389,9 @@ def device_comparison(node: cst.Comparison, ctx: FileContext) -> cst.Comparison:
 
 
 @on("ImportFrom")
-def drop_get_kbit_device_map(node: cst.ImportFrom, ctx: FileContext) -> cst.CSTNode:
+def drop_get_kbit_device_map(node: cst.ImportFrom, ctx: FileContext) -> HookResult:
     """TRL 1.x removed `get_kbit_device_map`; its calls are replaced above, so drop the import."""
-    if not ctx.enabled("NM105") or type(node.names) is cst.ImportStar:
+    if not ctx.enabled("NM105") or isinstance(node.names, cst.ImportStar):
         return node
     if not (type(node.module) is cst.Name and node.module.value == "trl"):
         return node

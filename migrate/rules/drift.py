@@ -190,7 +190,7 @@ FIELDS: dict[str, Removed] = {
 @on("ImportFrom")
 def removed_trl_import(node: cst.ImportFrom, ctx: FileContext) -> cst.ImportFrom:
     """`from trl import setup_chat_format` fails at import under TRL 1.x: TODO NM924 says what replaces it."""
-    if not (type(node.module) is cst.Name and node.module.value == "trl") or type(node.names) is cst.ImportStar:
+    if not (type(node.module) is cst.Name and node.module.value == "trl") or isinstance(node.names, cst.ImportStar):
         return node
     for alias in node.names:
         message = _REMOVED_TRL_API.get(alias.name.value) if type(alias.name) is cst.Name else None

@@ -24,15 +24,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import libcst as cst
 
 from migrate.context import FileContext
+from migrate.flow import Candidate
 from migrate.markers import find_skip
 from migrate.names import dotted
 from migrate.registry import Rule
-from migrate.rules.base import on
+from migrate.rules.base import leading_lines, on
 from migrate.rules.legacy_todos import attach, leftover_rule
 
 RULES: tuple[Rule, ...] = ()  # no rules of its own: its hooks prune what the Optimum Neuron and torch_xla families mark
@@ -193,7 +194,7 @@ def _removal(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
         # `if is_master: print(met.metrics_report())` emptied by pruning goes as a whole
         state = family_state(ctx, "legacy-prune", _PruneState)
         emptied = state.emptied.get(id(stmt.body.body[0]))
-        if emptied is not None and not _has_comments(stmt.body.body[0].leading_lines):
+        if emptied is not None and not _has_comments(leading_lines(stmt.body.body[0])):
             return Removal(emptied[1])
     return None
 
@@ -223,12 +224,12 @@ def _prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.Base
                 mark = None  # still read later: keep the assignment
         if mark is None:
             if carried:
-                stmt = stmt.with_changes(leading_lines=[*carried, *stmt.leading_lines])
+                stmt = stmt.with_changes(leading_lines=[*carried, *leading_lines(stmt)])
                 carried = []
             out.append(stmt)
             continue
         ctx.hit(mark.rule_id)
-        carried.extend(stmt.leading_lines)
+        carried.extend(leading_lines(stmt))
     if carried and any(line.comment is not None for line in carried):
         out.append(cst.SimpleStatementLine([cst.Pass()], leading_lines=carried))
     if not out:
@@ -315,7 +316,7 @@ class _Bindings(cst.CSTVisitor):
         module = dotted(node.module) if node.module is not None and not node.relative else None
         if module is None:
             return False
-        if type(node.names) is cst.ImportStar:
+        if isinstance(node.names, cst.ImportStar):
             self.legacy = self.legacy or is_legacy(module)
             return False
         if not is_legacy(module):
@@ -334,7 +335,7 @@ class _Bindings(cst.CSTVisitor):
 class _Rewrite(cst.CSTTransformer):
     """Rename swapped names, rewrite legacy imports, keep the engine's flow candidates attached."""
 
-    def __init__(self, ctx: FileContext, bindings: _Bindings, used: set[str], candidates: dict[int, object]) -> None:
+    def __init__(self, ctx: FileContext, bindings: _Bindings, used: set[str], candidates: dict[int, Candidate]) -> None:
         super().__init__()
         self.ctx = ctx
         self.renames = bindings.renames
@@ -368,7 +369,7 @@ class _Rewrite(cst.CSTTransformer):
             if type(stmt) is not cst.SimpleStatementLine or _skipped(stmt):
                 continue
             for small in stmt.body:
-                if type(small) is not cst.ImportFrom or small.relative or small.module is None or type(small.names) is cst.ImportStar:
+                if type(small) is not cst.ImportFrom or small.relative or small.module is None or isinstance(small.names, cst.ImportStar):
                     continue
                 module = dotted(small.module) or ""
                 if not is_legacy(module):
@@ -391,12 +392,12 @@ class _Rewrite(cst.CSTTransformer):
         if not any(_legacy_from(s) for stmt in body if type(stmt) is cst.SimpleStatementLine for s in stmt.body):
             return  # nothing to replace at module level: `_leftover_imports` places the wanted ones
         self.wanted.clear()
-        for module, names in sorted(plan.items()):
+        for module, additions in sorted(plan.items()):
             existing = statements.get(module)
             if existing is not None and len(existing.body) == 1:
-                self.merges.setdefault(id(existing), []).extend(names)
+                self.merges.setdefault(id(existing), []).extend(additions)
             else:
-                self.emit.append(_from_line(module, names, False))
+                self.emit.append(_from_line(module, additions, False))
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         self.skip.add(id(node.attr))
@@ -419,11 +420,12 @@ class _Rewrite(cst.CSTTransformer):
             return updated
         return updated.with_changes(value=new)
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         result = super().on_leave(original_node, updated_node)
         candidate = self.candidates.get(id(original_node))
         if candidate is not None:
-            candidate.node = result  # type: ignore[attr-defined]
+            assert isinstance(result, cst.CSTNode)  # a candidate is an assignment: renamed, never removed
+            candidate.node = result
         return result
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
@@ -431,14 +433,16 @@ class _Rewrite(cst.CSTTransformer):
         if merge is not None:
             small = updated.body[0]
             assert type(small) is cst.ImportFrom
-            merged = updated.with_changes(body=[_add_names(small, merge)])
+            added = _add_names(small, merge)
+            merged = updated.with_changes(body=[added])
             if small.lpar is None and len(code(merged).strip()) > _LINE:
-                names = [(_alias_name(a), a.asname.name.value if a.asname else None) for a in merged.body[0].names]  # type: ignore[union-attr]
+                assert not isinstance(added.names, cst.ImportStar)  # merges go into name lists only
+                names = [(_alias_name(a), _alias_local(a) if a.asname else None) for a in added.names]
                 wrapped = _from_line(dotted(small.module) or "", names, True)  # type: ignore[arg-type]
                 return wrapped.with_changes(leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace)
             return merged
         star = next((dotted(s.module) for s in updated.body if type(s) is cst.ImportFrom and s.module is not None
-                     and type(s.names) is cst.ImportStar and is_legacy(dotted(s.module))), None)
+                     and isinstance(s.names, cst.ImportStar) and is_legacy(dotted(s.module))), None)
         if star is not None:  # the names it binds are unknown: nothing can be swapped
             return self._todo(updated, original, star)
         if _skipped(original) or not any(type(s) in (cst.Import, cst.ImportFrom) and _legacy_import(s) for s in updated.body):
@@ -457,9 +461,9 @@ class _Rewrite(cst.CSTTransformer):
                     kept.append(rest)
                     todos.extend(left)
             elif type(small) is cst.Import and _legacy_import(small):
-                rest, left = self._import(small)
-                if rest is not None:
-                    kept.append(rest)
+                remaining, left = self._import(small)
+                if remaining is not None:
+                    kept.append(remaining)
                     todos.extend(left)
             else:
                 kept.append(small)
@@ -483,7 +487,7 @@ class _Rewrite(cst.CSTTransformer):
     def _from_import(self, node: cst.ImportFrom, planned: bool) -> tuple[list[cst.SimpleStatementLine], cst.ImportFrom | None, list[str]]:
         """Native imports for one legacy `from` import (none when `planned`), what stays, and why."""
         module = dotted(node.module) or ""  # type: ignore[arg-type]
-        assert type(node.names) is not cst.ImportStar
+        assert not isinstance(node.names, cst.ImportStar)
         groups: dict[str, list[tuple[str, str | None]]] = {}
         rest: list[cst.ImportAlias] = []
         left: list[str] = []
@@ -536,10 +540,10 @@ class _Rewrite(cst.CSTTransformer):
 
 def _add_names(node: cst.ImportFrom, names: list[tuple[str, str | None]]) -> cst.ImportFrom:
     """Add names to an existing `from M import ...`, in its order (isort's or alphabetical) or at the end."""
-    assert type(node.names) is not cst.ImportStar
+    assert not isinstance(node.names, cst.ImportStar)
     aliases = list(node.names)
     keys = [_alias_name(a) for a in aliases]
-    order = next((key for key in (_isort_key, str.lower) if keys == sorted(keys, key=key)), None)
+    order: Callable[[str], Any] | None = next((key for key in (_isort_key, str.lower) if keys == sorted(keys, key=key)), None)
     separator = next((a.comma for a in aliases if type(a.comma) is cst.Comma), cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
     trailing = aliases[-1].comma
     aliases = [a.with_changes(comma=separator) for a in aliases]
@@ -576,7 +580,7 @@ def _legacy_import(node: cst.BaseSmallStatement) -> bool:
     if type(node) is cst.Import:
         return any(is_legacy(_alias_name(a)) for a in node.names)
     if type(node) is cst.ImportFrom and node.module is not None and not node.relative:
-        return is_legacy(dotted(node.module)) and type(node.names) is not cst.ImportStar
+        return is_legacy(dotted(node.module)) and not isinstance(node.names, cst.ImportStar)
     return False
 
 

@@ -16,6 +16,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.markers import TODO_PREFIX
 from migrate.registry import Rule
+from migrate.rules.base import leading_lines
 
 S = TypeVar("S", bound=cst.BaseStatement)
 
@@ -144,11 +145,11 @@ def attach(stmt: S, ctx: FileContext, rule_id: str, header: Set[str] = frozenset
     """
 
     tag = f"{TODO_PREFIX}{rule_id}"
-    present = {line.comment.value.split(")")[0] for line in stmt.leading_lines if line.comment is not None}
+    present = {line.comment.value.split(")")[0] for line in leading_lines(stmt) if line.comment is not None}
     if tag in present | set(header) or not ctx.enabled(rule_id):
         return stmt
     comment = cst.EmptyLine(comment=cst.Comment(f"{tag}): {message or MESSAGES[rule_id]}"))
-    return stmt.with_changes(leading_lines=[*stmt.leading_lines, comment])
+    return stmt.with_changes(leading_lines=[*leading_lines(stmt), comment])
 
 
 def flatten(ctx: FileContext, statements: Sequence[cst.BaseStatement]) -> cst.FlattenSentinel[cst.BaseStatement]:

@@ -18,7 +18,17 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import add_kwarg, has_star_kwargs, kwarg, last_name, method_of, on, remove_arg, string_value
+from migrate.rules.base import (
+    HookResult,
+    add_kwarg,
+    has_star_kwargs,
+    kwarg,
+    last_name,
+    method_of,
+    on,
+    remove_arg,
+    string_value,
+)
 from migrate.rules.legacy import (
     Removal,
     assignment,
@@ -449,7 +459,7 @@ def _encoder_inputs(node: cst.Assign, ctx: FileContext, model: str, export: _Exp
 
 
 @on("SimpleStatementLine")
-def static_cache(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNode:
+def static_cache(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     """After `model = <decoder load>`, fix the cache to the export's `sequence_length`."""
     state = _state(ctx)
     if state.pending is None:

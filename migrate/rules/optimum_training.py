@@ -18,14 +18,17 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import (
+    HookResult,
     add_kwarg,
     callee_name,
     has_star_kwargs,
     kwarg,
+    leading_lines,
     method_of,
     on,
     remove_arg,
     replace_arg,
+    statements_of,
     string_value,
 )
 from migrate.rules.legacy import (
@@ -302,7 +305,7 @@ def _is_one(node: cst.BaseExpression) -> bool:
 def _qualified_name(node: cst.BaseExpression, ctx: FileContext) -> str:
     """`NeuronTrainer` when `node` resolves to an Optimum name with a swap; else ''."""
     qualified = ctx.qualify(node)
-    return qualified.rpartition(".")[2] if resolve(qualified) is not None else ""
+    return qualified.rpartition(".")[2] if qualified is not None and resolve(qualified) is not None else ""
 
 
 def _distributed_config(ctx: FileContext, tp: cst.BaseExpression | None, func: cst.BaseExpression) -> cst.Call:
@@ -529,7 +532,7 @@ def sdk_patching(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
 
 
 @on("With")
-def lazy_load(node: cst.With, ctx: FileContext) -> cst.CSTNode:
+def lazy_load(node: cst.With, ctx: FileContext) -> HookResult:
     """Unwrap `with lazy_load_for_parallelism(...):`; other context managers in the same `with` stay."""
     items = [i for i in node.items if not (type(i.item) is cst.Call and _qualified_name(i.item.func, ctx) == "lazy_load_for_parallelism")]
     if len(items) == len(node.items):
@@ -547,9 +550,8 @@ def lazy_load(node: cst.With, ctx: FileContext) -> cst.CSTNode:
     if items:
         items[-1] = items[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return node.with_changes(items=items)
-    assert type(node.body) is cst.IndentedBlock
-    body = list(node.body.body)
-    body[0] = body[0].with_changes(leading_lines=[*node.leading_lines, *body[0].leading_lines])
+    body = statements_of(node.body)
+    body[0] = body[0].with_changes(leading_lines=[*node.leading_lines, *leading_lines(body[0])])
     if parallel and not from_cli and ctx.enabled("NM505"):
         assert tp is not None
         loader = _LoadSharded(ctx)
@@ -557,7 +559,7 @@ def lazy_load(node: cst.With, ctx: FileContext) -> cst.CSTNode:
         if loader.sharded:
             config = _distributed_config(ctx, tp.value, cst.Name(want_import(ctx, "transformers.distributed", "DistributedConfig")))
             line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(_CONFIG))], wrap_long(config))])
-            body = [line.with_changes(leading_lines=body[0].leading_lines), body[0].with_changes(leading_lines=[]), *body[1:]]
+            body = [line.with_changes(leading_lines=leading_lines(body[0])), body[0].with_changes(leading_lines=[]), *body[1:]]
     return flatten(ctx, body)  # the with statement's TODOs (NM914) go on its first statement
 
 
@@ -581,7 +583,7 @@ class _LoadSharded(cst.CSTTransformer):
 
 
 @on("If")
-def precompilation_branch(node: cst.If, ctx: FileContext) -> cst.CSTNode:
+def precompilation_branch(node: cst.If, ctx: FileContext) -> HookResult:
     """`if is_precompilation(): A else: B` -> `B`; `if not is_precompilation(): A` -> `A`.
 
     There is no `neuron_parallel_compile` phase any more, so the branch it guarded is dead.
@@ -589,15 +591,15 @@ def precompilation_branch(node: cst.If, ctx: FileContext) -> cst.CSTNode:
     test = node.test
     negated = type(test) is cst.UnaryOperation and type(test.operator) is cst.Not
     constant = test.expression if negated else test  # type: ignore[attr-defined]
-    if id(constant) not in _state(ctx).precompilation or type(node.orelse) is cst.If:
+    if id(constant) not in _state(ctx).precompilation or isinstance(node.orelse, cst.If):
         return node
     if negated:
-        kept = list(node.body.body)
+        kept = statements_of(node.body)
     else:
-        kept = list(node.orelse.body.body) if node.orelse is not None else []
+        kept = statements_of(node.orelse.body) if node.orelse is not None else []
     if not kept:
         if any(line.comment is not None for line in node.leading_lines):
             return cst.SimpleStatementLine([cst.Pass()], leading_lines=node.leading_lines)
         return cst.RemoveFromParent()
-    kept[0] = kept[0].with_changes(leading_lines=[*node.leading_lines, *kept[0].leading_lines])
+    kept[0] = kept[0].with_changes(leading_lines=[*node.leading_lines, *leading_lines(kept[0])])
     return flatten(ctx, kept)

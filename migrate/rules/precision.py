@@ -189,13 +189,13 @@ def _autocast(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpre
         return new
     device = kwarg(node, "device_type")
     positional = [a for a in node.args if a.keyword is None and not a.star]
-    arg = device or (positional[0] if positional else None)
-    if arg is None or string_value(arg.value) not in ("cuda", "neuron"):
+    where = device or (positional[0] if positional else None)
+    if where is None or string_value(where.value) not in ("cuda", "neuron"):
         return node  # a device variable (`accelerator.device.type`) is already portable
     changed = False
-    if string_value(arg.value) == "cuda":
-        assert type(arg.value) is cst.SimpleString
-        node = replace_arg(node, arg, arg.with_changes(value=with_string_value(arg.value, "neuron")))
+    if string_value(where.value) == "cuda":
+        assert type(where.value) is cst.SimpleString
+        node = replace_arg(node, where, where.with_changes(value=with_string_value(where.value, "neuron")))
         changed = True
     if kwarg(node, "dtype") is None:
         node = add_kwarg(node, "dtype", bf16)

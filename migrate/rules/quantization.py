@@ -14,6 +14,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import (
+    HookResult,
     add_kwarg,
     callee_name,
     has_star_kwargs,
@@ -121,7 +122,7 @@ def quantized_kwargs_dict(node: cst.Assign, ctx: FileContext) -> cst.Assign:
 
 
 @on("SimpleStatementLine")
-def quantized_key_assignment(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNode:
+def quantized_key_assignment(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     """`model_kwargs["quantization_config"] = bnb_config` goes, like the keyword it becomes.
 
     Only dicts named like keyword bundles (`*kwargs*`, `*_args`), and not `= None`/`= False`.
@@ -161,9 +162,9 @@ def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         return node
     removed = False
     for name in ("quantization_config", "load_in_4bit", "load_in_8bit"):
-        arg = kwarg(node, name)
-        if arg is not None and not (type(arg.value) is cst.Name and arg.value.value in ("False", "None")):
-            node = remove_arg(node, arg)
+        setting = kwarg(node, name)
+        if setting is not None and not (type(setting.value) is cst.Name and setting.value.value in ("False", "None")):
+            node = remove_arg(node, setting)
             removed = True
             if name != "quantization_config" and ctx.enabled("NM908"):
                 ctx.todo("NM908", MESSAGES["NM908"])  # no BitsAndBytesConfig carries the TODO
@@ -191,7 +192,7 @@ def bnb_optimizer_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseEx
 
 
 @on("SimpleStatementLine")
-def kbit_preparation(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNode:
+def kbit_preparation(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     if len(node.body) != 1 or not ctx.enabled("NM211"):
         return node
     small = node.body[0]

@@ -150,8 +150,9 @@ def _distributed_config(node: cst.Call, ctx: FileContext) -> cst.Call:
         ctx.warn("NM521", f"removed device_mesh={code(mesh.value)}: transformers replaces it by the mesh "
                  "DistributedConfig builds over the world")
     for arg in (plan, size, mesh):
-        if arg is not None:
-            node = remove_arg(node, next(a for a in node.args if a.keyword and a.keyword.value == arg.keyword.value))
+        if arg is not None and arg.keyword is not None:  # always keyword: found by kwarg()
+            keyword = arg.keyword.value
+            node = remove_arg(node, next(a for a in node.args if a.keyword and a.keyword.value == keyword))
     config = want_import(ctx, "transformers.distributed", "DistributedConfig")
     ctx.hit("NM521")
     return add_kwarg(node, "distributed_config", f"{config}({', '.join(fields)})")
@@ -175,6 +176,6 @@ def _mesh_device(node: cst.Call, ctx: FileContext) -> cst.Call:
         if positional or (arg.keyword is not None and arg.keyword.value == "device_type"):
             if type(arg.value) is cst.SimpleString and string_value(arg.value) == "cuda":
                 ctx.hit("NM523")
-                return node.with_changes(args=[a.with_changes(value=with_string_value(a.value, "neuron"))
-                                               if a is arg else a for a in node.args])
+                neuron = arg.with_changes(value=with_string_value(arg.value, "neuron"))
+                return node.with_changes(args=[neuron if a is arg else a for a in node.args])
     return node

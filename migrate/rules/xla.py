@@ -18,6 +18,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import (
+    HookResult,
     add_kwarg,
     has_star_kwargs,
     kwarg,
@@ -346,7 +347,8 @@ def loader_binding(node: cst.Assign, ctx: FileContext) -> cst.Assign:
 def move_batches(node: cst.For, ctx: FileContext) -> cst.For:
     """First statement of a loop over an unwrapped loader: move the batch to the device."""
     state = _state(ctx)
-    iterator, target = node.iter, node.target
+    target: cst.BaseExpression = node.target
+    iterator = node.iter
     if type(iterator) is cst.Call and type(iterator.func) is cst.Name and iterator.func.value == "enumerate" and iterator.args:
         iterator = iterator.args[0].value
         if type(target) is cst.Tuple and len(target.elements) == 2:
@@ -385,7 +387,7 @@ def _move(target: cst.BaseExpression, device: cst.BaseExpression, body: cst.Inde
 
 
 @on("SimpleStatementLine")
-def xla_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNode:
+def xla_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     """Rewrites that turn one call statement into another statement shape."""
     call = call_statement(node)
     if call is not None:
@@ -446,7 +448,7 @@ def _save(node: cst.SimpleStatementLine, call: cst.Call, ctx: FileContext) -> cs
     return _guarded(node, ctx, "RANK" if everywhere else "LOCAL_RANK", saved)
 
 
-def _all_reduce(node: cst.SimpleStatementLine, call: cst.Call, target: cst.BaseExpression | None, ctx: FileContext) -> cst.CSTNode:
+def _all_reduce(node: cst.SimpleStatementLine, call: cst.Call, target: cst.BaseExpression | None, ctx: FileContext) -> HookResult:
     """`xm.all_reduce(xm.REDUCE_SUM, t[, scale=s])` -> `dist.all_reduce(t, op=dist.ReduceOp.SUM)`.
 
     For one tensor torch_xla returns the reduced copy; assigning it to the same name is the
@@ -477,11 +479,11 @@ def _all_reduce(node: cst.SimpleStatementLine, call: cst.Call, target: cst.BaseE
     ctx.hit("NM607")
     statements = [cst.parse_statement(line) for line in lines]
     statements[0] = statements[0].with_changes(leading_lines=node.leading_lines)
-    statements[-1] = statements[-1].with_changes(trailing_whitespace=node.trailing_whitespace)  # type: ignore[call-arg]
+    statements[-1] = statements[-1].with_changes(trailing_whitespace=node.trailing_whitespace)
     return flatten(ctx, statements) if len(statements) > 1 else statements[0]
 
 
-def _spawn(node: cst.SimpleStatementLine, call: cst.Call, ctx: FileContext) -> cst.CSTNode:
+def _spawn(node: cst.SimpleStatementLine, call: cst.Call, ctx: FileContext) -> HookResult:
     todo(ctx, "NM917")
     positional = _positional(call)
     fn = kwarg(call, "fn") or (positional[0] if positional else None)
@@ -550,7 +552,7 @@ def repeated_guard(node: cst.If, ctx: FileContext) -> cst.If:
         return node
     if code(inner.test) != code(node.test) or not ctx.enabled("NM607"):
         return node
-    return node.with_changes(body=node.body.with_changes(body=inner.body.body))  # type: ignore[attr-defined]
+    return node.with_changes(body=node.body.with_changes(body=inner.body.body))
 
 
 def _has_comment(node: cst.If) -> bool:

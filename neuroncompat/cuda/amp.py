@@ -66,7 +66,7 @@ def _cuda_amp_autocast(original_autocast: type, cuda_autocast: type) -> Callable
 def _grad_scaler(real: type) -> type:
     """``torch.amp.GradScaler`` whose CUDA form, from user code, is a disabled Neuron scaler."""
 
-    class GradScaler(real):  # type: ignore[misc, valid-type]
+    class GradScaler(real):
         __doc__ = real.__doc__
 
         def __init__(self, device: str = "cuda", *args: Any, **kwargs: Any) -> None:

@@ -26,6 +26,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+# torch.neuron is registered at runtime (TorchNeuron, or the simulator), so torch's stubs lack it:
+# its uses below carry `type: ignore[attr-defined]`.
 import torch
 
 from neuroncompat.cuda import runtime, sites
@@ -63,23 +65,23 @@ def _neuron_plain(name: str) -> Callable[..., Any]:
 def _set_device(device: Any) -> None:
     index = index_of(device)
     if index is not None and index >= 0:
-        torch.neuron.set_device(index)
+        torch.neuron.set_device(index)  # type: ignore[attr-defined]
 
 
 def _stream(device: Any = None, priority: int = 0, **kwargs: Any) -> Any:
     index = index_of(device)
     return torch.Stream(
-        device=torch.device("neuron", torch.neuron.current_device() if index is None else index), priority=priority
+        device=torch.device("neuron", torch.neuron.current_device() if index is None else index), priority=priority  # type: ignore[attr-defined]
     )
 
 
 _STATS = "torch.neuron.{}()"
 MAPPED: dict[str, Mapping] = {
-    "is_available": Mapping(lambda: torch.neuron.is_available(), "torch.neuron.is_available()"),
-    "is_initialized": Mapping(lambda: torch.neuron.is_available(), "torch.neuron.is_available()"),
+    "is_available": Mapping(lambda: torch.neuron.is_available(), "torch.neuron.is_available()"),  # type: ignore[attr-defined]
+    "is_initialized": Mapping(lambda: torch.neuron.is_available(), "torch.neuron.is_available()"),  # type: ignore[attr-defined]
     "init": Mapping(lambda: None, "nothing (the Neuron runtime starts on first use)"),
-    "device_count": Mapping(lambda: torch.neuron.device_count(), "torch.neuron.device_count()"),
-    "current_device": Mapping(lambda: torch.neuron.current_device(), "torch.neuron.current_device()"),
+    "device_count": Mapping(lambda: torch.neuron.device_count(), "torch.neuron.device_count()"),  # type: ignore[attr-defined]
+    "current_device": Mapping(lambda: torch.neuron.current_device(), "torch.neuron.current_device()"),  # type: ignore[attr-defined]
     "set_device": Mapping(_set_device, "torch.neuron.set_device()"),
     "synchronize": Mapping(lambda device=None: runtime.synchronize(index_of(device)), "torch.neuron.synchronize()"),
     "empty_cache": Mapping(lambda: runtime.neuron_call("empty_cache", "empty_cache")(), "torch.neuron.empty_cache()"),

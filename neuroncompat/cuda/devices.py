@@ -13,6 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+# torch.neuron is registered at runtime (TorchNeuron, or the simulator), so torch's stubs lack it:
+# its uses below carry `type: ignore[attr-defined]`.
 import torch
 
 from neuroncompat.cuda import sites
@@ -40,8 +42,8 @@ def index_of(value: Any) -> int | None:
 def to_neuron(value: Any) -> Any:
     """The NeuronCore ``value`` stands for, in the same form (see the module docstring)."""
     if type(value) is str:
-        return "neuron" + value[4:] if len(value) > 4 else f"neuron:{torch.neuron.current_device()}"
-    return _DEVICE("neuron", value.index if value.index is not None else torch.neuron.current_device())
+        return "neuron" + value[4:] if len(value) > 4 else f"neuron:{torch.neuron.current_device()}"  # type: ignore[attr-defined]
+    return _DEVICE("neuron", value.index if value.index is not None else torch.neuron.current_device())  # type: ignore[attr-defined]
 
 
 def translate(value: Any, call: str, keyword: str | None = None, rule: str = "NM102", depth: int = 2) -> Any:

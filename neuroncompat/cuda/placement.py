@@ -25,6 +25,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+# torch.neuron is registered at runtime (TorchNeuron, or the simulator), so torch's stubs lack it:
+# its uses below carry `type: ignore[attr-defined]`.
 import torch
 
 from neuroncompat.cuda import sites
@@ -80,7 +82,7 @@ def _wrap_to(original: Callable[..., Any], owner: str) -> Callable[..., Any]:
 
 def _cuda_target(device: Any) -> Any:
     if device is None:
-        return f"neuron:{torch.neuron.current_device()}"
+        return f"neuron:{torch.neuron.current_device()}"  # type: ignore[attr-defined]
     if isinstance(device, int):
         return f"neuron:{device}"
     return to_neuron(device) if names_cuda(device) else device

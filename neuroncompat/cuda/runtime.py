@@ -21,12 +21,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+# torch.neuron is registered at runtime (TorchNeuron, or the simulator), so torch's stubs lack it:
+# its uses below carry `type: ignore[attr-defined]`.
 import torch
 
 
 def neuron_call(name: str, accelerator_name: str | None = None) -> Any:
     """``torch.neuron.<name>``, else ``torch.accelerator.<accelerator_name>`` (generic API)."""
-    found = getattr(torch.neuron, name, None)
+    found = getattr(torch.neuron, name, None)  # type: ignore[attr-defined]
     if found is None and accelerator_name is not None:
         found = getattr(torch.accelerator, accelerator_name, None)
     if found is None:
@@ -35,7 +37,7 @@ def neuron_call(name: str, accelerator_name: str | None = None) -> Any:
 
 
 def _index(device: int | None) -> int:
-    return torch.neuron.current_device() if device is None else device
+    return torch.neuron.current_device() if device is None else device  # type: ignore[attr-defined]
 
 
 def synchronize(device: int | None = None) -> None:
@@ -49,7 +51,7 @@ def memory_summary(device: int | None = None, abbreviated: bool = False) -> str:
     peak = neuron_call("max_memory_allocated", "max_memory_allocated")(index)
     reserved = (
         neuron_call("memory_reserved", "memory_reserved")(index)
-        if hasattr(torch.neuron, "memory_reserved")
+        if hasattr(torch.neuron, "memory_reserved")  # type: ignore[attr-defined]
         else allocated
     )
     lines = [
@@ -62,8 +64,9 @@ def memory_summary(device: int | None = None, abbreviated: bool = False) -> str:
 
 def mem_get_info(device: int | None = None) -> tuple[int, int]:
     index = _index(device)
-    total = torch.neuron.get_device_properties(index).total_memory
-    reserved = getattr(torch.neuron, "memory_reserved", torch.neuron.memory_allocated)(index)
+    neuron: Any = torch.neuron  # type: ignore[attr-defined]
+    total = neuron.get_device_properties(index).total_memory
+    reserved = getattr(neuron, "memory_reserved", neuron.memory_allocated)(index)
     return total - reserved, total
 
 
@@ -89,7 +92,7 @@ class DeviceProperties:
 
 def get_device_properties(device: int | None = None) -> DeviceProperties:
     index = _index(device)
-    real = torch.neuron.get_device_properties(index)
+    real = torch.neuron.get_device_properties(index)  # type: ignore[attr-defined]
     return DeviceProperties(name=real.name, total_memory=real.total_memory, index=index)
 
 
@@ -121,7 +124,7 @@ class HostTimedEvent:
 
 
 def stream_context(stream: Any) -> Any:
-    found = getattr(torch.neuron, "stream", None)
+    found = getattr(torch.neuron, "stream", None)  # type: ignore[attr-defined]
     return found(stream) if found is not None else contextlib.nullcontext()
 
 
@@ -131,9 +134,9 @@ def device_context(device: Any) -> Iterator[None]:
     if device is None or (isinstance(device, int) and device < 0):
         yield
         return
-    previous = torch.neuron.current_device()
-    torch.neuron.set_device(device)
+    previous = torch.neuron.current_device()  # type: ignore[attr-defined]
+    torch.neuron.set_device(device)  # type: ignore[attr-defined]
     try:
         yield
     finally:
-        torch.neuron.set_device(previous)
+        torch.neuron.set_device(previous)  # type: ignore[attr-defined]

@@ -91,7 +91,11 @@ class DeviceMap(Patch):
             if max_memory is None and not any(isinstance(k, int) for k in result):
                 import torch
 
-                cores = {i: int(torch.neuron.get_device_properties(i).total_memory * _SPREAD_FRACTION) for i in range(torch.neuron.device_count())}
+                neuron: Any = torch.neuron  # type: ignore[attr-defined]  # registered at runtime, not in torch's stubs
+                cores = {
+                    i: int(neuron.get_device_properties(i).total_memory * _SPREAD_FRACTION)
+                    for i in range(neuron.device_count())
+                }
                 result = {**cores, **result}
                 patch.changed("%s=balanced: accelerate sees NeuronCores %s", SPREAD_ENV, sorted(cores))
             return result

@@ -85,7 +85,7 @@ class XlaCoinstall(Patch):
             self.replace(module, "_torch_xla_available", False)
             self.changed("accelerate was imported first: its torch_xla flags set to False")
         for func_name in ("is_torch_xla_available", "is_torch_neuroncore_available"):
-            cached = getattr(module, func_name, None)
-            if hasattr(cached, "cache_clear"):
-                cached.cache_clear()
+            cache_clear = getattr(getattr(module, func_name, None), "cache_clear", None)
+            if cache_clear is not None:
+                cache_clear()
         return True

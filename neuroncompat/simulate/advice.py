@@ -102,10 +102,12 @@ def diagnose(signatures: Sequence[Sequence[Tensor]]) -> Diagnosis:
     varying: dict[tuple[bool, tuple[int, ...]], list[str]] = {}
     for index, (name, rank, _) in enumerate(layout):
         for dim in range(rank):
-            sizes = {s[index][1][dim] for s in group}
-            if len(sizes) > 1 and all(isinstance(v, int) for v in sizes):
-                batch = dim == 0 and rank > 1 and max(sizes) <= _MAX_BATCH
-                varying.setdefault((batch, tuple(sorted(sizes))), []).append(f"{name} dim {dim}")
+            # One layout, one rank: every signature in the group has a shape here (rank > 0).
+            seen = {shape[dim] for _, shape, _ in (s[index] for s in group) if shape is not None}
+            static = sorted(v for v in seen if isinstance(v, int))
+            if len(seen) > 1 and len(static) == len(seen):
+                batch = dim == 0 and rank > 1 and max(static) <= _MAX_BATCH
+                varying.setdefault((batch, tuple(static)), []).append(f"{name} dim {dim}")
     findings: list[str] = []
     fixes: list[Fix] = []
     for (batch, values), places in sorted(varying.items(), key=lambda item: (item[0][0], -len(item[0][1]))):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import BinaryIO
+from typing import IO
 
 _GLOG = re.compile(rb"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*torch/distributed/\S*\] ")
 _TRACEBACK = b"Traceback (most recent call last):"
@@ -27,7 +27,7 @@ _LAUNCHER_FRAME = re.compile(
 class LauncherOutput:
     """Copies ``source`` to ``shown`` (the terminal) and everything to ``log``, in a thread."""
 
-    def __init__(self, source: BinaryIO, shown: BinaryIO, log: BinaryIO) -> None:
+    def __init__(self, source: IO[bytes], shown: IO[bytes], log: IO[bytes]) -> None:
         self._source, self._shown, self._log = source, shown, log
         self.hidden = 0  # lines written to the log only
         self._thread = threading.Thread(target=self._copy, name="neuroncompat-launcher-output", daemon=True)

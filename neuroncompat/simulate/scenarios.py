@@ -31,7 +31,7 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from neuroncompat.detect import detect_torch_neuronx
 
@@ -70,7 +70,7 @@ def sft(
     return {"scenario": "sft", "pad_to_multiple_of": pad_to_multiple_of, "max_length": max_length, "steps": steps, "batch_lengths": sorted(lengths)}
 
 
-def _reward_length(completions: list[str], **_: Any) -> list[float]:
+def _reward_length(completions: list[str], **_: Any) -> list[float | None]:
     return [len(c) / 10 for c in completions]
 
 
@@ -92,7 +92,7 @@ def grpo(model: str | Path, output_dir: str | Path, cache: str, steps: int = GRP
     )
     trainer = GRPOTrainer(model=str(model), reward_funcs=_reward_length, args=args, train_dataset=Dataset.from_dict({"prompt": sentences(8, 2, 6)}))
     trainer.train()
-    return {"scenario": "grpo", "cache": cache, "steps": steps, "max_completion_length": GRPO_COMPLETION_LENGTH, "pad_to_multiple_of": trainer.args.pad_to_multiple_of}
+    return {"scenario": "grpo", "cache": cache, "steps": steps, "max_completion_length": GRPO_COMPLETION_LENGTH, "pad_to_multiple_of": cast(GRPOConfig, trainer.args).pad_to_multiple_of}
 
 
 def main(argv: list[str] | None = None) -> None:

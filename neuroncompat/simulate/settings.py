@@ -100,11 +100,12 @@ def load(start: Path) -> Settings:
     for key in table:
         if key not in _KEYS:
             raise _error(path, text, key, f"unknown key; expected one of {', '.join(_KEYS)}")
-    strict = None
+    strict: tuple[str, ...] | None = None
     if "strict" in table:
-        strict = _strict(table["strict"])
-        if isinstance(strict, str):
-            raise _error(path, text, "strict", strict)
+        parsed = _strict(table["strict"])
+        if isinstance(parsed, str):
+            raise _error(path, text, "strict", parsed)
+        strict = parsed
     max_shapes = table.get("max-shapes")
     if max_shapes is not None and (not isinstance(max_shapes, int) or isinstance(max_shapes, bool) or max_shapes < 1):
         raise _error(path, text, "max-shapes", "expected an integer >= 1")

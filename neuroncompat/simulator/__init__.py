@@ -62,7 +62,7 @@ class _Hooks(torch._C._acc.PrivateUse1Hooks):
 
 
 class _Guard(torch._C._acc.DeviceGuard):
-    def type_(self) -> torch._C._autograd.DeviceType:
+    def type_(self) -> torch._C._autograd.DeviceType:  # type: ignore[override]  # the stub's return type is wrong
         return torch._C._autograd.DeviceType.PrivateUse1
 
 

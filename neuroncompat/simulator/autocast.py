@@ -45,7 +45,8 @@ LOWER_PRECISION_OPS = (
     "scaled_dot_product_attention",
 )
 
-_EXCLUDE = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+# The stubs' DispatchKey enum lacks the PrivateUse1 autocast key.
+_EXCLUDE = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)  # type: ignore[attr-defined]
 
 
 def _kernel(op: Callable[..., Any]) -> Callable[..., Any]:

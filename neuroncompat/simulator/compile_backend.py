@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from types import CodeType
+from types import CodeType, FrameType
 from typing import Any
 
 import torch
@@ -103,7 +103,8 @@ def _source_name(node: torch.fx.Node) -> tuple[str | None, bool]:
     """The user-level name of a graph input and whether it is a module parameter or buffer."""
     grapharg = node.meta.get("grapharg")
     source = getattr(grapharg, "source", None)
-    raw = source.name if isinstance(getattr(source, "name", None), str) else None
+    source_name = getattr(source, "name", None)
+    raw = source_name if isinstance(source_name, str) else None
     if raw is None:
         return node.name, False
     example = getattr(grapharg, "example", None)
@@ -164,7 +165,7 @@ def _compiled_code(gm: torch.fx.GraphModule) -> str:
 
 def _trigger() -> str:
     """The innermost caller outside torch and the simulator: the line that ran the compiled code."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not any(part in filename for part in _INTERNAL):

@@ -88,7 +88,7 @@ def _synchronize_device(index: int) -> None:
         state.check_index(index)
 
 
-_ACCELERATOR = {
+_ACCELERATOR: dict[str, Callable[..., Any]] = {
     "_accelerator_getDeviceIndex": _get_device_index,
     "_accelerator_setDeviceIndex": _set_device_index,
     "_accelerator_exchangeDevice": _exchange_device,

@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
+from torch._C._distributed_c10d import _create_work_from_future  # type: ignore[attr-defined]  # private, not in the stubs
 from torch.futures import Future
 
 from neuroncompat.simulator.tensor import NeuronTensor
@@ -98,8 +98,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
     """A process group whose collectives run gloo on the neuron tensors' CPU payloads."""
 
     def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
-        super().__init__(rank, size)
-        options = dist.ProcessGroupGloo._Options()
+        # The stubs list only the (store, rank, size) constructor and omit gloo's _Options binding.
+        super().__init__(rank, size)  # type: ignore[call-arg]
+        options = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]
         options._devices = [dist.ProcessGroupGloo.create_default_device()]
         options._timeout = timeout
         options._threads = 1  # collectives run one at a time here: one worker, in order (module docstring)

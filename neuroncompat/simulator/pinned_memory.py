@@ -54,7 +54,7 @@ def install() -> None:
     global _original, _original_ddp_init
     if _original is None:
         _original = torch.Tensor.pin_memory
-        torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign]
+        torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign, assignment]
     if _original_ddp_init is None:
         _original_ddp_init = DistributedDataParallel.__init__
         DistributedDataParallel.__init__ = _ddp_init  # type: ignore[method-assign]

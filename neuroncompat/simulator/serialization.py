@@ -59,11 +59,11 @@ def install() -> None:
     global _original
     if _original is None:
         _original = torch.load
-        torch.load = _load  # type: ignore[assignment]
+        torch.load = _load
 
 
 def uninstall() -> None:
     global _original
     if _original is not None:
-        torch.load = _original  # type: ignore[assignment]
+        torch.load = _original
         _original = None

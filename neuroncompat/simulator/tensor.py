@@ -18,7 +18,7 @@ backend is the one the real backend would receive.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, SupportsIndex
 
 import torch
 
@@ -126,7 +126,8 @@ class NeuronTensor(torch.Tensor):
     """A tensor on a simulated NeuronCore; its data is the CPU tensor ``_elem``."""
 
     _elem: torch.Tensor
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    # torch's own wrapper subclasses do this; the stubs type the attribute as Tensor's method.
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor, index: int = 0) -> NeuronTensor:
@@ -144,7 +145,7 @@ class NeuronTensor(torch.Tensor):
         state.track_allocation(elem, index)
         return out
 
-    def __repr__(self, *, tensor_contents: Any = None) -> str:
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]  # stub: untyped kw-only
         body = repr(self._elem.detach())
         suffix = f", device='{self.device}'"
         if self.requires_grad and self.grad_fn is None:
@@ -153,11 +154,11 @@ class NeuronTensor(torch.Tensor):
             suffix += f", grad_fn=<{type(self.grad_fn).__name__}>"
         return body[:-1] + suffix + ")" if body.endswith(")") else body
 
-    def __reduce_ex__(self, protocol: int) -> Any:
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
         # torch.save of a device tensor stores the CPU payload: it loads on CPU anywhere.
         return self._elem.detach().requires_grad_(self.requires_grad).__reduce_ex__(protocol)
 
-    def untyped_storage(self) -> torch.UntypedStorage:  # type: ignore[override]
+    def untyped_storage(self) -> torch.UntypedStorage:
         """The payload's storage, so storage-pointer checks (tied weights, safetensors) work.
 
         While Dynamo fakeifies inputs it must see the wrapper's own (empty) storage instead:
@@ -169,7 +170,7 @@ class NeuronTensor(torch.Tensor):
             return super().untyped_storage()
         return self._elem.untyped_storage()
 
-    def data_ptr(self) -> int:  # type: ignore[override]
+    def data_ptr(self) -> int:
         """The payload's first element, consistent with :meth:`untyped_storage`.
 
         A device tensor's ``data_ptr()`` is the address of its first element in device memory;
@@ -183,10 +184,10 @@ class NeuronTensor(torch.Tensor):
             return super().data_ptr()
         return self._elem.data_ptr()
 
-    def tolist(self) -> Any:  # type: ignore[override]
+    def tolist(self) -> Any:
         return self._elem.tolist()
 
-    def numpy(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def numpy(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
             f"can't convert {self.device} device type tensor to numpy. "
             "Use Tensor.cpu() to copy the tensor to host memory first."
@@ -203,8 +204,11 @@ class NeuronTensor(torch.Tensor):
         return NeuronTensor(inner["_elem"], index)
 
     # -- dispatch ---------------------------------------------------------------------------
+    # The stubs type Tensor.__torch_dispatch__ as the plain function torch assigns to it, not a classmethod.
     @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_dispatch__(  # type: ignore[override]
+        cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         info = _op_info(func)
         if info.watched and _observer is not None:

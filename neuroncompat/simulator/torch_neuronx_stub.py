@@ -19,7 +19,7 @@ def install() -> None:
         raise RuntimeError("a real torch_neuronx module is already imported; refusing to shadow it")
     module = types.ModuleType("torch_neuronx", "Simulated torch-neuronx (neuroncompat.simulator).")
     module.__spec__ = importlib.machinery.ModuleSpec("torch_neuronx", loader=None, origin="neuroncompat-simulator")
-    module.__version__ = STUB_VERSION
+    module.__version__ = STUB_VERSION  # type: ignore[attr-defined]
     module.__simulated__ = True  # type: ignore[attr-defined]
     sys.modules["torch_neuronx"] = module
 

@@ -97,6 +97,26 @@ def test_precompilation_branch_folds_to_the_real_run():
     assert run(src) == "# the real run\nmax_steps = args.max_steps\n"
 
 
+def test_one_line_precompilation_branches_fold_too():
+    # The one-line forms once stopped the file with an internal error (small statements placed
+    # where a statement line belongs).
+    src = (
+        "from optimum.neuron.utils import is_precompilation\n"
+        "if not is_precompilation(): train(); save()\n"
+        "if is_precompilation(): max_steps = 10\n"
+        "else: max_steps = args.max_steps  # the real run\n"
+    )
+    assert run(src) == "train(); save()\nmax_steps = args.max_steps  # the real run\n"
+
+
+def test_one_line_lazy_load_with_is_unwrapped():
+    src = (
+        "from optimum.neuron.models.training import NeuronModelForCausalLM, lazy_load_for_parallelism\n"
+        "with lazy_load_for_parallelism(tensor_parallel_size=1): model = NeuronModelForCausalLM.from_pretrained(name)\n"
+    )
+    assert "\nmodel = AutoModelForCausalLM.from_pretrained(name)\n" in run(src)
+
+
 def test_master_print_of_a_metrics_report_goes_entirely():
     src = (
         "import torch_xla.core.xla_model as xm\n"
