@@ -305,3 +305,35 @@ def test_torch_load_onto_a_core(neuron: object, tmp_path) -> None:
     assert loaded["steps"][0].device == torch.device("neuron", 1)
     assert loaded["state"][0]["exp_avg"].cpu().tolist() == [0.0, 1.0, 2.0]
     assert torch.load(path, map_location="cpu", weights_only=True)["steps"][0].device.type == "cpu"
+
+
+def test_inference_mode_keeps_device_semantics(neuron: object) -> None:
+    """Under ``torch.inference_mode()`` (common in inference scripts) ``Tensor.to(device)`` is
+    dispatched with its device positional, and views of normal tensors stay normal tensors: both
+    must behave as on CPU, so a model's normal buffers mix with inference-mode activations."""
+    weight = torch.arange(3.0, device="neuron")  # made before inference mode: a normal tensor
+    with torch.inference_mode():
+        positions = torch.arange(4, device="neuron")[None]
+        same = weight.to(device=weight.device, dtype=torch.float)
+        expanded = weight[None, :, None].float().expand(1, -1, 1).to(positions.device)
+        product = positions[..., None].float() * same
+        to_host = product.to("cpu")
+    assert same.device == expanded.device == product.device == torch.device("neuron", 0)
+    assert not expanded.is_inference() and to_host.device.type == "cpu" and not isinstance(to_host, type(product))
+    assert torch.equal(to_host, torch.arange(4.0)[None, :, None] * torch.arange(3.0))
+
+
+def test_generate_under_inference_mode_matches_no_grad(neuron: object, tmp_path) -> None:
+    """transformers' generate inside ``torch.inference_mode()`` on the device gives the tokens it
+    gives under ``torch.no_grad()`` (a Llama: its rotary buffer is expanded and moved each step)."""
+    from transformers import AutoModelForCausalLM
+
+    from neuroncompat.testing import build_causal_lm
+
+    model = AutoModelForCausalLM.from_pretrained(build_causal_lm(tmp_path / "model", arch="llama")).to("neuron")
+    ids = torch.tensor([[1, 5, 7, 9]], device="neuron")
+    outputs = []
+    for mode in (torch.no_grad, torch.inference_mode):
+        with mode():
+            outputs.append(model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False).cpu())
+    assert outputs[0].shape == (1, 8) and torch.equal(outputs[0], outputs[1])

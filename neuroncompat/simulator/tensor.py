@@ -70,7 +70,7 @@ def set_op_observer(observer: OpObserver | None) -> None:
 class _OpInfo:
     """What the dispatcher needs to know about one op, computed once per overload."""
 
-    __slots__ = ("name", "mixed_ok", "random", "generator_arg", "write_returns", "watched")
+    __slots__ = ("name", "mixed_ok", "random", "generator_arg", "device_arg", "write_returns", "watched")
 
     def __init__(self, func: torch._ops.OpOverload) -> None:
         schema = func._schema
@@ -79,6 +79,11 @@ class _OpInfo:
         self.mixed_ok = schema.name in _MIXED_DEVICE_OK or self.name in _MIXED_DEVICE_OK
         self.random = torch.Tag.nondeterministic_seeded in func.tags
         self.generator_arg = any(a.name == "generator" for a in schema.arguments)
+        # Where a positional `device` argument stands (aten::to.device), or -1: most overloads
+        # take it by keyword, but inference mode dispatches `Tensor.to(device)` undecomposed.
+        self.device_arg = next(
+            (i for i, a in enumerate(schema.arguments) if a.name == "device" and not a.kwarg_only), -1
+        )
         # For each return: the (positional index, kwarg name) of the input it writes, if any.
         writes: list[tuple[int, str] | None] = []
         for ret in schema.returns:
@@ -236,12 +241,16 @@ class NeuronTensor(torch.Tensor):
             _check_same_device(info.name, seen, cpu_operands)
 
         wrap_out = True
-        target = ckwargs.get("device")
+        positional = 0 <= info.device_arg < len(cargs)
+        target = cargs[info.device_arg] if positional else ckwargs.get("device")
         if target is not None:
             target = torch.device(target)
             if target.type == "neuron":
                 index = target.index if target.index is not None else state.current_device()
-                ckwargs["device"] = _CPU
+                if positional:
+                    cargs = (*cargs[: info.device_arg], _CPU, *cargs[info.device_arg + 1 :])
+                else:
+                    ckwargs["device"] = _CPU
             else:
                 wrap_out = False
 
@@ -254,7 +263,19 @@ class NeuronTensor(torch.Tensor):
             return _written_inputs(info, args, kwargs, out)
         if not wrap_out:
             return out
+        if getattr(func, "is_view", False) and torch.is_inference_mode_enabled() and not _all_inference(args):
+            # A view of a normal tensor taken under inference mode is a normal tensor (autograd sets
+            # its version counter): its wrapper must not be made as an inference tensor.
+            with torch.inference_mode(False):
+                return map_tensors(lambda t: cls(t, index), out)
         return map_tensors(lambda t: cls(t, index), out)
+
+
+def _all_inference(args: tuple) -> bool:
+    """Every device tensor among ``args`` is an inference tensor (made under inference mode)."""
+    found: list[bool] = []
+    map_tensors(lambda t: found.append(t.is_inference()) or t, args)
+    return all(found)
 
 
 def _check_same_device(op: str, seen: list[int], cpu_operands: list[torch.Tensor]) -> None:
