@@ -274,7 +274,12 @@ class NeuronTensor(torch.Tensor):
 def _all_inference(args: tuple) -> bool:
     """Every device tensor among ``args`` is an inference tensor (made under inference mode)."""
     found: list[bool] = []
-    map_tensors(lambda t: found.append(t.is_inference()) or t, args)
+
+    def note(t: torch.Tensor) -> torch.Tensor:
+        found.append(t.is_inference())
+        return t
+
+    map_tensors(note, args)
     return all(found)
 
 
