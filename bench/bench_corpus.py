@@ -108,8 +108,10 @@ def main() -> int:
     kinds = Counter(file_kind(p, b"") for p in paths)
     counts = Counter(v for _, v, _ in verdicts)
     print(f"corpus: {args.root}  files: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
-    print(f"migrated (changed): {counts['ok']}  unchanged: {counts['unchanged']}  "
-          f"input errors (do not parse before migration): {counts['input-error']}  ({elapsed:.1f} s)")
+    print(
+        f"migrated (changed): {counts['ok']}  unchanged: {counts['unchanged']}  "
+        f"input errors (do not parse before migration): {counts['input-error']}  ({elapsed:.1f} s)"
+    )
     bad = ("crash", "unparseable", "non-idempotent")
     print("  ".join(f"{name}: {counts[name]}" for name in bad))
     for name in bad:

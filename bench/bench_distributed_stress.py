@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-DDP_SCRIPT = '''
+DDP_SCRIPT = """
 import os
 import torch
 import torch.distributed as dist
@@ -53,7 +53,7 @@ checksum = sum(p.detach().sum() for p in model.parameters()).reshape(1)
 dist.all_reduce(checksum)
 print(f"DONE rank={rank} checksum={checksum.item():.6f}", flush=True)
 dist.destroy_process_group()
-'''
+"""
 
 
 def _free_port() -> int:
@@ -82,11 +82,28 @@ def _dump(launcher: int, py_spy: str, dump_dir: Path, run: int) -> None:
 
 def run_once(script: Path, timeout: float, py_spy: str | None, dump_dir: Path, run: int) -> tuple[str, float]:
     """One launch; returns its outcome (ok / hang / fail) and wall seconds."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-               "--master_port", str(_free_port()), "-m", "neuroncompat", str(script)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(_free_port()),
+        "-m",
+        "neuroncompat",
+        str(script),
+    ]
     start = time.monotonic()
-    proc = subprocess.Popen(command, env=_environment(), cwd=script.parent, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        command,
+        env=_environment(),
+        cwd=script.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         output, _ = proc.communicate(timeout=timeout)
         timed_out = False
@@ -129,14 +146,22 @@ def main() -> None:
         if not args.json:
             print(f"run {run + 1:3d}/{args.runs}: {outcome:4s} {took:6.1f} s", flush=True)
     load = os.getloadavg()
-    summary = {"runs": args.runs, **outcomes, "median_s": sorted(seconds)[len(seconds) // 2],
-               "max_s": max(seconds), "load_avg_1_5_15": [round(x, 2) for x in load], "details": str(dump_dir)}
+    summary = {
+        "runs": args.runs,
+        **outcomes,
+        "median_s": sorted(seconds)[len(seconds) // 2],
+        "max_s": max(seconds),
+        "load_avg_1_5_15": [round(x, 2) for x in load],
+        "details": str(dump_dir),
+    }
     if args.json:
         print(json.dumps(summary))
     else:
-        print(f"{args.runs} runs: {outcomes['ok']} ok, {outcomes['hang']} hung after finishing, "
-              f"{outcomes['fail']} failed; median {summary['median_s']:.1f} s, max {summary['max_s']:.1f} s; "
-              f"load average {summary['load_avg_1_5_15']}; details in {dump_dir}")
+        print(
+            f"{args.runs} runs: {outcomes['ok']} ok, {outcomes['hang']} hung after finishing, "
+            f"{outcomes['fail']} failed; median {summary['median_s']:.1f} s, max {summary['max_s']:.1f} s; "
+            f"load average {summary['load_avg_1_5_15']}; details in {dump_dir}"
+        )
 
 
 if __name__ == "__main__":

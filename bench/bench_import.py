@@ -102,7 +102,7 @@ def _parse_importtime(stderr: str) -> _Entry:
     for line in stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
-        self_us, cum_us, raw_name = line[len("import time:"):].split("|")
+        self_us, cum_us, raw_name = line[len("import time:") :].split("|")
         depth = (len(raw_name) - len(raw_name.lstrip(" ")) - 1) // 2
         entry = _Entry(raw_name.strip(), depth, int(self_us), int(cum_us), pending.pop(depth + 1, []))
         if entry.name == "neuroncompat" and depth == 0:
@@ -128,7 +128,13 @@ def importtime_top(env: dict[str, str]) -> dict[str, list[dict[str, object]]]:
     own: dict[str, list[int]] = defaultdict(list)
     external: dict[str, list[int]] = defaultdict(list)
     for _ in range(IMPORTTIME_RUNS):
-        proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import neuroncompat"], env=env, capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "import neuroncompat"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         _walk(_parse_importtime(proc.stderr), own, external)
 
     def top(samples: dict[str, list[int]]) -> list[dict[str, object]]:
@@ -165,12 +171,19 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     print(f"import neuroncompat, off Neuron: median of {args.runs} fresh interpreters each, Python {result['python']}")
-    print(f"{'bytecode':<10}{'bare ms':>9}{'import ms':>11}{'cost ms':>9}  < {TARGET_MS:.0f} ms?   min: bare / import / cost ms")
+    print(
+        f"{'bytecode':<10}{'bare ms':>9}{'import ms':>11}{'cost ms':>9}  < {TARGET_MS:.0f} ms?   min: bare / import / cost ms"
+    )
     for mode in ("cached", "uncached"):
         r = result[mode]
-        print(f"{mode:<10}{r['bare_ms']:>9.1f}{r['import_ms']:>11.1f}{r['cost_ms']:>9.1f}  {'yes' if r['cost_ms'] < TARGET_MS else 'no':<9}"
-              f"{r['bare_min_ms']:>9.1f} / {r['import_min_ms']:.1f} / {r['cost_min_ms']:.1f}")
-    for key, title in (("neuroncompat", "neuroncompat modules"), ("pulled_in", "outside modules neuroncompat imports first")):
+        print(
+            f"{mode:<10}{r['bare_ms']:>9.1f}{r['import_ms']:>11.1f}{r['cost_ms']:>9.1f}  {'yes' if r['cost_ms'] < TARGET_MS else 'no':<9}"
+            f"{r['bare_min_ms']:>9.1f} / {r['import_min_ms']:.1f} / {r['cost_min_ms']:.1f}"
+        )
+    for key, title in (
+        ("neuroncompat", "neuroncompat modules"),
+        ("pulled_in", "outside modules neuroncompat imports first"),
+    ):
         print(f"\n-X importtime, top {TOP} {title} (cumulative, cached bytecode, median of {IMPORTTIME_RUNS}):")
         for row in result["importtime_top"][key]:
             print(f"  {row['module']:<34}{row['cumulative_us'] / 1e3:>8.2f} ms")

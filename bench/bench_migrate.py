@@ -78,7 +78,9 @@ def main() -> None:
     print(f"{'neuron-migrate, whole tree':<34}{n:>7}{tool:>9.2f}{n / tool:>13.1f}{tool / floor:>9.2f}")
     if k:
         print(f"{'floor, files that get rewritten':<34}{k:>7}{floor_changed:>9.2f}{k / floor_changed:>13.1f}{1:>9.2f}")
-        print(f"{'neuron-migrate, those files':<34}{k:>7}{tool_changed:>9.2f}{k / tool_changed:>13.1f}{tool_changed / floor_changed:>9.2f}")
+        print(
+            f"{'neuron-migrate, those files':<34}{k:>7}{tool_changed:>9.2f}{k / tool_changed:>13.1f}{tool_changed / floor_changed:>9.2f}"
+        )
     print(f"one script (`python -m migrate train.py`, {script.name}): median {statistics.median(walls):.3f} s wall")
     ok = tool <= 0.5 * floor and (not k or tool_changed <= 3 * floor_changed) and statistics.median(walls) < 0.5
     print("targets met" if ok else "TARGETS MISSED")

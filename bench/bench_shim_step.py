@@ -100,8 +100,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"training step on simulated neuron:0, tiny qwen3, batch {BATCH}x{SEQ}, fp32, "
-          f"median of {args.steps} steps per state, ABBA blocks of {args.block}")
+    print(
+        f"training step on simulated neuron:0, tiny qwen3, batch {BATCH}x{SEQ}, fp32, "
+        f"median of {args.steps} steps per state, ABBA blocks of {args.block}"
+    )
     print(f"{'shim':<6}{'step ms':>10}")
     print(f"{'off':<6}{off_ms:>10.2f}")
     print(f"{'on':<6}{on_ms:>10.2f}")

@@ -54,9 +54,25 @@ def run(label: str, arguments: list[str], expected: int, model: Path, graph_cost
     with tempfile.TemporaryDirectory() as scratch:
         output = Path(scratch) / "report.json"
         command = [
-            sys.executable, "-c", "from neuroncompat.cli import main; main()", "simulate", "--format", "json", "-o", str(output),
-            "--graph-cost", str(graph_cost), "--max-shapes", "2", "--",
-            sys.executable, "-m", "neuroncompat.simulate.scenarios", "--model", str(model), *arguments,
+            sys.executable,
+            "-c",
+            "from neuroncompat.cli import main; main()",
+            "simulate",
+            "--format",
+            "json",
+            "-o",
+            str(output),
+            "--graph-cost",
+            str(graph_cost),
+            "--max-shapes",
+            "2",
+            "--",
+            sys.executable,
+            "-m",
+            "neuroncompat.simulate.scenarios",
+            "--model",
+            str(model),
+            *arguments,
         ]
         start = time.perf_counter()
         result = subprocess.run(command, capture_output=True, text=True)
@@ -96,7 +112,9 @@ def main() -> None:
         f"tiny qwen3 (2 layers, hidden 64); SFT: {scenarios.SFT_STEPS} steps, batch 2, max_length {scenarios.SFT_MAX_LENGTH}, "
         f"torch_compile; GRPO: {scenarios.GRPO_STEPS} steps, {scenarios.GRPO_COMPLETION_LENGTH} tokens per completion"
     )
-    print(f"{'scenario':<29}{'busiest location':>18}{'expected':>10}{'graphs':>8}{'eager':>7}{'est. compile':>14}{'wall s':>8}  fix suggested")
+    print(
+        f"{'scenario':<29}{'busiest location':>18}{'expected':>10}{'graphs':>8}{'eager':>7}{'est. compile':>14}{'wall s':>8}  fix suggested"
+    )
     for row in rows:
         estimate = f"{row['estimated_compile_seconds'] / 60:.0f} min"
         busiest = f"{row['busiest_location']} {row['kind']}"
@@ -104,6 +122,7 @@ def main() -> None:
             f"{row['scenario']:<29}{busiest:>18}{row['expected']:>10}{row['compiled_graphs']:>8}{row['eager_shapes']:>7}"
             f"{estimate:>14}{row['wall_seconds']:>8}  {', '.join(row['fixes']) or '-'}"
         )
+
 
 if __name__ == "__main__":
     main()

@@ -62,8 +62,18 @@ def main() -> None:
         arguments = ["--model", str(model), "sft", "--pad-to-multiple-of", "128"]
         plain = [sys.executable, "-m", "neuroncompat", *SCENARIO, *arguments]
         recorded = [
-            sys.executable, "-c", "from neuroncompat.cli import main; main()", "simulate", "--format", "json",
-            "-o", str(Path(scratch) / "report.json"), "--", sys.executable, *SCENARIO, *arguments,
+            sys.executable,
+            "-c",
+            "from neuroncompat.cli import main; main()",
+            "simulate",
+            "--format",
+            "json",
+            "-o",
+            str(Path(scratch) / "report.json"),
+            "--",
+            sys.executable,
+            *SCENARIO,
+            *arguments,
         ]
         runs = {
             "without recorder": (plain, dict(env, NEURONCOMPAT_SIMULATE="1")),
@@ -78,7 +88,17 @@ def main() -> None:
     wall = {label: statistics.median(w for _, w in values) for label, values in times.items()}
     base = cpu["without recorder"]
     if options.json:
-        print(json.dumps({"runs": times, "median_cpu": cpu, "median_wall": wall, "cpu_ratio": {k: v / base for k, v in cpu.items()}}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "runs": times,
+                    "median_cpu": cpu,
+                    "median_wall": wall,
+                    "cpu_ratio": {k: v / base for k, v in cpu.items()},
+                },
+                indent=2,
+            )
+        )
         return
     print(f"SFT scenario (tiny qwen3, torch_compile, pad_to_multiple_of=128), {options.rounds} alternating rounds")
     print(f"{'run':<24}{'CPU s':>8}{'ratio':>8}{'wall s':>9}   CPU s of each run")

@@ -63,7 +63,9 @@ def build_model_dir(root: str) -> Path:
     return build_causal_lm(root, arch="qwen3", layers=2)
 
 
-def make_step(model_dir: Path, device: str, bf16: bool) -> tuple[Callable[[], float], torch.nn.Module, torch.optim.Optimizer]:
+def make_step(
+    model_dir: Path, device: str, bf16: bool
+) -> tuple[Callable[[], float], torch.nn.Module, torch.optim.Optimizer]:
     """A closure running one full training step on ``device``; returns the loss as a float."""
     from transformers import AutoModelForCausalLM
 
@@ -96,7 +98,9 @@ def optimizer_impl(optimizer: torch.optim.Optimizer) -> str:
 
 def assert_on_cpu(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """The CPU baseline must not have touched the simulated device."""
-    tensors = list(model.parameters()) + [t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
+    tensors = list(model.parameters()) + [
+        t for s in optimizer.state.values() for t in s.values() if isinstance(t, torch.Tensor)
+    ]
     devices = {t.device.type for t in tensors}
     if devices != {"cpu"}:
         raise AssertionError(f"CPU baseline touched {devices - {'cpu'}}")
@@ -118,7 +122,14 @@ def measure(model_dir: Path, bf16: bool, steps: int, warmup: int) -> Row:
     assert_on_cpu(cpu_model, cpu_opt)
     cpu_ms = statistics.median(times["cpu"]) * 1e3
     neuron_ms = statistics.median(times["neuron"]) * 1e3
-    return Row(bf16, round(cpu_ms, 2), round(neuron_ms, 2), round(neuron_ms / cpu_ms, 2), optimizer_impl(cpu_opt), optimizer_impl(neuron_opt))
+    return Row(
+        bf16,
+        round(cpu_ms, 2),
+        round(neuron_ms, 2),
+        round(neuron_ms / cpu_ms, 2),
+        optimizer_impl(cpu_opt),
+        optimizer_impl(neuron_opt),
+    )
 
 
 def main() -> None:
@@ -135,16 +146,26 @@ def main() -> None:
         model_dir = build_model_dir(root)
         rows = [measure(model_dir, bf16, args.steps, args.warmup) for bf16 in (False, True)]
 
-    meta = {"torch": torch.__version__, "threads": torch.get_num_threads(), "steps": args.steps, "warmup": args.warmup, "batch": [BATCH, SEQ]}
+    meta = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "batch": [BATCH, SEQ],
+    }
     if args.json:
         print(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=2))
         return
-    print(f"tiny qwen3 (2 layers, hidden 64), batch {BATCH}x{SEQ}, median of {args.steps} steps "
-          f"after {args.warmup} warmup, torch {meta['torch']}, {meta['threads']} threads")
+    print(
+        f"tiny qwen3 (2 layers, hidden 64), batch {BATCH}x{SEQ}, median of {args.steps} steps "
+        f"after {args.warmup} warmup, torch {meta['torch']}, {meta['threads']} threads"
+    )
     print(f"{'autocast':<10}{'cpu ms':>10}{'neuron ms':>12}{'sim/cpu':>9}   AdamW cpu / neuron")
     for r in rows:
         label = "bf16" if r.autocast_bf16 else "off"
-        print(f"{label:<10}{r.cpu_ms:>10.2f}{r.neuron_ms:>12.2f}{r.ratio:>8.2f}x   {r.cpu_optimizer} / {r.neuron_optimizer}")
+        print(
+            f"{label:<10}{r.cpu_ms:>10.2f}{r.neuron_ms:>12.2f}{r.ratio:>8.2f}x   {r.cpu_optimizer} / {r.neuron_optimizer}"
+        )
 
 
 if __name__ == "__main__":

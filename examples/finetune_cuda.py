@@ -24,7 +24,9 @@ texts = [
     "short questions about trainium training",
 ] * 4
 features = [tokenizer(t) for t in texts]
-loader = DataLoader(features, batch_size=2, shuffle=True, collate_fn=DataCollatorForLanguageModeling(tokenizer, mlm=False))
+loader = DataLoader(
+    features, batch_size=2, shuffle=True, collate_fn=DataCollatorForLanguageModeling(tokenizer, mlm=False)
+)
 
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 scaler = torch.cuda.amp.GradScaler()

@@ -47,8 +47,19 @@ def main() -> None:
 
         _banner("3. neuroncompat simulate: the migrated script on the simulated Neuron device")
         subprocess.run(
-            [sys.executable, "-m", "neuroncompat.cli", "simulate", "--",
-             "python", "finetune.py", "--model_name_or_path", "model", "--output_dir", "out"],
+            [
+                sys.executable,
+                "-m",
+                "neuroncompat.cli",
+                "simulate",
+                "--",
+                "python",
+                "finetune.py",
+                "--model_name_or_path",
+                "model",
+                "--output_dir",
+                "out",
+            ],
             cwd=workdir,
             check=True,
         )

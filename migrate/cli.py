@@ -37,15 +37,31 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--ignore", multiple=True, help="Skip these rule ids or prefixes.")
 @click.option("--exclude", multiple=True, help="Extra directory names to skip when recursing.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Worker processes (default: CPUs).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="Report format: text (diff + summary), json, markdown (PR comment), github (annotations), sarif.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Report format: text (diff + summary), json, markdown (PR comment), github (annotations), sarif.",
+)
 @click.option("--no-shim", is_flag=True, help="Do not add `import neuroncompat` to entry scripts.")
 @click.option("--quiet", "-q", is_flag=True, help="No diff and no summary; only errors.")
 @click.option("--explain", metavar="NMxxx", help="Describe one rule and exit.")
 @click.option("--rules-doc", is_flag=True, help="Print docs/rules.md (generated from the registry) and exit.")
-def main(paths: tuple[str, ...], write: bool, check: bool, select: tuple[str, ...], ignore: tuple[str, ...],
-         exclude: tuple[str, ...], jobs: int | None, fmt: str | None, no_shim: bool, quiet: bool,
-         explain: str | None, rules_doc: bool) -> None:
+def main(
+    paths: tuple[str, ...],
+    write: bool,
+    check: bool,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    exclude: tuple[str, ...],
+    jobs: int | None,
+    fmt: str | None,
+    no_shim: bool,
+    quiet: bool,
+    explain: str | None,
+    rules_doc: bool,
+) -> None:
     """Port CUDA Hugging Face scripts under PATHS to native TorchNeuron.
 
     PATHS are Python files, notebooks (.ipynb), accelerate/recipe YAML configs and shell

@@ -50,6 +50,8 @@ def load(start: Path) -> Config:
         kind = KEYS.get(key)
         if kind is None:
             raise ConfigError(f"{path}: unknown key [tool.neuron-migrate].{key}")
-        if not isinstance(value, kind) or (kind is list and isinstance(value, list) and not all(isinstance(v, str) for v in value)):
+        if not isinstance(value, kind) or (
+            kind is list and isinstance(value, list) and not all(isinstance(v, str) for v in value)
+        ):
             raise ConfigError(f"{path}: [tool.neuron-migrate].{key} must be {kind.__name__}")
     return Config(values=table, source=path)

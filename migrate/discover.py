@@ -19,13 +19,34 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # suffix -> the kind of file `migrate.dispatch` hands it to
-SUFFIXES = {".py": "python", ".ipynb": "notebook", ".yaml": "yaml", ".yml": "yaml", ".sh": "shell", ".bash": "shell",
-            ".slurm": "shell", ".sbatch": "shell"}
+SUFFIXES = {
+    ".py": "python",
+    ".ipynb": "notebook",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".slurm": "shell",
+    ".sbatch": "shell",
+}
 
-DEFAULT_EXCLUDES = frozenset({
-    ".venv", "venv", "build", "dist", ".tox", "site-packages", ".git", "__pycache__",
-    "node_modules", ".nox", ".mypy_cache", ".pytest_cache", ".eggs",
-})
+DEFAULT_EXCLUDES = frozenset(
+    {
+        ".venv",
+        "venv",
+        "build",
+        "dist",
+        ".tox",
+        "site-packages",
+        ".git",
+        "__pycache__",
+        "node_modules",
+        ".nox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".eggs",
+    }
+)
 
 
 @dataclass(frozen=True)

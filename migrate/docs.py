@@ -52,7 +52,7 @@ def rules_markdown() -> str:
         "Names are resolved through the file's imports (`import torch as T`, `from torch import "
         "cuda`); rebinding an imported name by assignment is not tracked. `import neuroncompat` "
         "is added to migrated entry scripts: files with a module-level `if __name__ == "
-        "\"__main__\":` or module-level code that calls `.train(`, `.generate(`, `pipeline(`, "
+        '"__main__":` or module-level code that calls `.train(`, `.generate(`, `pipeline(`, '
         "`.from_pretrained(`, `.backward(`, `.fit(` or runs a top-level loop. An entry script that "
         "imports torch, transformers, trl, accelerate, peft or diffusers gets it even when no rule "
         "rewrites anything: under `accelerate launch`/torchrun every worker runs the script, and "

@@ -23,14 +23,8 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
 
 
 def _is_future(stmt: cst.BaseStatement) -> bool:
-    return (
-        type(stmt) is cst.SimpleStatementLine
-        and any(
-            type(s) is cst.ImportFrom
-            and type(s.module) is cst.Name
-            and s.module.value == "__future__"
-            for s in stmt.body
-        )
+    return type(stmt) is cst.SimpleStatementLine and any(
+        type(s) is cst.ImportFrom and type(s.module) is cst.Name and s.module.value == "__future__" for s in stmt.body
     )
 
 

@@ -65,11 +65,17 @@ def migrate_notebook(data: bytes, path: str, options: Options) -> FileResult:
         text = data.decode("utf-8")
         sources = _sources(text)
     except UnicodeDecodeError as exc:
-        return FileResult(path, "error", error=f"{path}: cannot decode as UTF-8 ({exc.reason}); file skipped",
-                          error_line=1, kind="notebook")
+        return FileResult(
+            path,
+            "error",
+            error=f"{path}: cannot decode as UTF-8 ({exc.reason}); file skipped",
+            error_line=1,
+            kind="notebook",
+        )
     except _BadNotebook as exc:
-        return FileResult(path, "error", error=f"{path}:{exc.line}: {exc}; file skipped", error_line=exc.line,
-                          kind="notebook")
+        return FileResult(
+            path, "error", error=f"{path}:{exc.line}: {exc}; file skipped", error_line=exc.line, kind="notebook"
+        )
     new_sources, hits, warnings = _migrate_cells(sources, path, options)
     todos = [t for number, src in sorted(new_sources.items()) for t in find_todos(src, cell=number)]
     changed = {n: src for n, src in new_sources.items() if src != sources[n][0]}
@@ -78,8 +84,12 @@ def migrate_notebook(data: bytes, path: str, options: Options) -> FileResult:
     new_text = _splice(text, sources, changed)
     problem = _verify(new_text, changed)
     if problem:
-        return FileResult(path, "internal-error", kind="notebook",
-                          error=f"{path}: internal error: {problem}; file left unchanged, please report this")
+        return FileResult(
+            path,
+            "internal-error",
+            kind="notebook",
+            error=f"{path}: internal error: {problem}; file left unchanged, please report this",
+        )
     return FileResult(
         path,
         "changed",
@@ -99,7 +109,7 @@ def _sources(text: str) -> dict[int, tuple[str, int, int]]:
     except json.JSONDecodeError as exc:
         raise _BadNotebook(f"not valid JSON: {exc.msg}", exc.lineno) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
-        raise _BadNotebook("not a notebook (no top-level \"cells\" list)", 1)
+        raise _BadNotebook('not a notebook (no top-level "cells" list)', 1)
     found: dict[int, tuple[str, int, int]] = {}
     for number, (cell, members) in enumerate(zip(doc["cells"], _cell_members(text)), start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code" or "source" not in members:
@@ -108,8 +118,10 @@ def _sources(text: str) -> dict[int, tuple[str, int, int]]:
         if isinstance(source, list) and all(isinstance(s, str) for s in source):
             source = "".join(source)
         if not isinstance(source, str):
-            raise _BadNotebook(f"cell {number}: \"source\" is neither a string nor a list of strings",
-                               text.count("\n", 0, members["source"][0]) + 1)
+            raise _BadNotebook(
+                f'cell {number}: "source" is neither a string nor a list of strings',
+                text.count("\n", 0, members["source"][0]) + 1,
+            )
         found[number] = (source, *members["source"])
     return found
 
@@ -163,7 +175,7 @@ def _migrate_cells(
         magic = first[2:].strip() if first.startswith("%%") else None
         if magic in _SHELL_CELL_MAGICS:
             changes = Changes(source, options.selection)
-            shell_rules(changes, view=" " * len(first) + source[len(first):])
+            shell_rules(changes, view=" " * len(first) + source[len(first) :])
             new[number] = changes.apply()
             hits.update(changes.hits)
             warnings.extend(f._replace(cell=number) for f in changes.notes)
@@ -177,8 +189,14 @@ def _migrate_cells(
             try:
                 ast.parse(masked)
             except SyntaxError as exc:
-                warnings.append(Finding("parse-error", f"cell {number} left unchanged: syntax error at line {exc.lineno}: "
-                                        f"{exc.msg}", exc.lineno, number))
+                warnings.append(
+                    Finding(
+                        "parse-error",
+                        f"cell {number} left unchanged: syntax error at line {exc.lineno}: {exc.msg}",
+                        exc.lineno,
+                        number,
+                    )
+                )
                 new[number] = source
                 continue
             python[number] = (masked, magics)
@@ -215,7 +233,10 @@ def _mask(source: str) -> tuple[str, list[str]]:
 
 
 def _migrate_python(
-    python: dict[int, tuple[str, list[str]]], path: str, options: Options, hits: Counter[str],
+    python: dict[int, tuple[str, list[str]]],
+    path: str,
+    options: Options,
+    hits: Counter[str],
     warnings: list[Finding],
 ) -> dict[int, str]:
     """Migrate the masked Python cells as one module; return each cell's migrated (masked) text."""
@@ -254,8 +275,9 @@ def _import_cell(python: dict[int, tuple[str, list[str]]]) -> int:
     return next(iter(python))
 
 
-def _unmask(text: str, magics: list[str], options: Options, hits: Counter[str], warnings: list[Finding],
-            number: int) -> str:
+def _unmask(
+    text: str, magics: list[str], options: Options, hits: Counter[str], warnings: list[Finding], number: int
+) -> str:
     """Put the magic lines back, shell magics migrated by the shell rules."""
 
     def restore(match: re.Match[str]) -> str:
@@ -264,7 +286,7 @@ def _unmask(text: str, magics: list[str], options: Options, hits: Counter[str], 
         if shell is None:
             return line
         changes = Changes(line, options.selection)
-        shell_rules(changes, view=" " * shell.end() + line[shell.end():])
+        shell_rules(changes, view=" " * shell.end() + line[shell.end() :])
         new = _without_repeated_todos(changes.apply(), _tags_above(text, match.start()))
         hits.update(changes.hits)
         warnings.extend(f._replace(cell=number) for f in changes.notes)

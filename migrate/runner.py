@@ -27,7 +27,9 @@ def _migrate_path(args: tuple[str, Options]) -> FileResult:
     except RecursionError:
         return FileResult(path, "error", error=f"{path}: too deeply nested for the parser; skipped")
     except Exception as exc:  # noqa: BLE001  (report and keep going; it's our bug)
-        return FileResult(path, "internal-error", error=f"{path}: internal error: {type(exc).__name__}: {exc}; please report")
+        return FileResult(
+            path, "internal-error", error=f"{path}: internal error: {type(exc).__name__}: {exc}; please report"
+        )
 
 
 def run(paths: Iterable[Path], options: Options, jobs: int, write: bool) -> list[FileResult]:

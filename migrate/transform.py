@@ -17,18 +17,20 @@ from migrate.rules.base import HookResult, method_of
 
 # Exact-type sets: libcst node classes are ABCs, and `isinstance` against ABCs dominated the
 # profile of the traversal; concrete libcst node types are never subclassed.
-_STATEMENTS = frozenset({
-    cst.SimpleStatementLine,
-    cst.If,
-    cst.For,
-    cst.While,
-    cst.With,
-    cst.Try,
-    cst.TryStar,
-    cst.FunctionDef,
-    cst.ClassDef,
-    cst.Match,
-})
+_STATEMENTS = frozenset(
+    {
+        cst.SimpleStatementLine,
+        cst.If,
+        cst.For,
+        cst.While,
+        cst.With,
+        cst.Try,
+        cst.TryStar,
+        cst.FunctionDef,
+        cst.ClassDef,
+        cst.Match,
+    }
+)
 
 
 class MigrationTransformer(cst.CSTTransformer):

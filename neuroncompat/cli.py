@@ -29,7 +29,9 @@ def main() -> None:
     pass
 
 
-@main.command(help="Report Neuron detection, torch-neuronx kind, visible cores, library versions and each patch's state.")
+@main.command(
+    help="Report Neuron detection, torch-neuronx kind, visible cores, library versions and each patch's state."
+)
 def doctor() -> None:
     from neuroncompat import cuda
 
@@ -38,7 +40,10 @@ def doctor() -> None:
         click.echo(line)
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}, help="Run SCRIPT with the shim applied (same as python -m neuroncompat SCRIPT).")
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    help="Run SCRIPT with the shim applied (same as python -m neuroncompat SCRIPT).",
+)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED, required=True)
 def run(argv: tuple[str, ...]) -> None:
     run_script(list(argv))
@@ -55,35 +60,64 @@ def run(argv: tuple[str, ...]) -> None:
         "[tool.neuroncompat.simulate] in pyproject.toml."
     ),
 )
-@click.option("--cores", type=click.IntRange(min=1), default=None, help="Simulated NeuronCores [default: 2, or one per local process].")
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json", "markdown", "github"]), default="text", show_default=True,
+    "--cores",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Simulated NeuronCores [default: 2, or one per local process].",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown", "github"]),
+    default="text",
+    show_default=True,
     help="Report format (markdown: a PR comment; github: Actions annotations).",
 )
 @click.option(
-    "--graph-cost", type=click.FloatRange(min=0), default=None,
+    "--graph-cost",
+    type=click.FloatRange(min=0),
+    default=None,
     help=f"Seconds one Neuron compilation takes on hardware [default: {DEFAULT_GRAPH_COST:g}].",
 )
 @click.option(
-    "--max-shapes", type=click.IntRange(min=1), default=None,
+    "--max-shapes",
+    type=click.IntRange(min=1),
+    default=None,
     help=f"Warn about a location that compiles more shapes than this [default: {DEFAULT_MAX_SHAPES}].",
 )
 @click.option(
-    "--strict/--no-strict", default=None,
+    "--strict/--no-strict",
+    default=None,
     help=f"Exit {STRICT_EXIT_CODE} when the script succeeds but a finding of a strict kind occurs "
     "[default: off, or pyproject's strict].",
 )
 @click.option(
-    "--strict-kind", "strict_kinds", multiple=True, type=click.Choice(STRICT_KINDS),
+    "--strict-kind",
+    "strict_kinds",
+    multiple=True,
+    type=click.Choice(STRICT_KINDS),
     help="A kind --strict fails on (repeatable; implies --strict) [default: all].",
 )
 @click.option(
-    "--cpu-fallback-op", "fallback_ops", multiple=True, metavar="aten::NAME",
+    "--cpu-fallback-op",
+    "fallback_ops",
+    multiple=True,
+    metavar="aten::NAME",
     help="An operator your torch-neuronx release runs on the CPU (repeatable), added to the table.",
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None, help="Write the report to this file instead of stdout.")
 @click.option(
-    "--also", "also", multiple=True, metavar="FORMAT=PATH",
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write the report to this file instead of stdout.",
+)
+@click.option(
+    "--also",
+    "also",
+    multiple=True,
+    metavar="FORMAT=PATH",
     help="Also write the report in FORMAT to PATH (repeatable), e.g. --also markdown=report.md.",
 )
 @click.option(
@@ -94,9 +128,17 @@ def run(argv: tuple[str, ...]) -> None:
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def simulate(
-    cores: int | None, fmt: str, graph_cost: float | None, max_shapes: int | None, strict: bool | None,
-    strict_kinds: tuple[str, ...], fallback_ops: tuple[str, ...], output: str | None, also: tuple[str, ...],
-    cuda_redirect: bool, command: tuple[str, ...],
+    cores: int | None,
+    fmt: str,
+    graph_cost: float | None,
+    max_shapes: int | None,
+    strict: bool | None,
+    strict_kinds: tuple[str, ...],
+    fallback_ops: tuple[str, ...],
+    output: str | None,
+    also: tuple[str, ...],
+    cuda_redirect: bool,
+    command: tuple[str, ...],
 ) -> None:
     from neuroncompat import cuda
 
@@ -104,8 +146,10 @@ def simulate(
     if cuda_redirect:
         os.environ[cuda.ENV] = cuda.MODE
     renderers = {
-        "text": report.render_text, "json": report.render_json,
-        "markdown": simulate_markdown.render, "github": simulate_github.render,
+        "text": report.render_text,
+        "json": report.render_json,
+        "markdown": simulate_markdown.render,
+        "github": simulate_github.render,
     }
     extra: list[tuple[str, Path]] = []
     for spec in also:

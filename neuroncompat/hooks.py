@@ -29,7 +29,9 @@ class _PostImportFinder:
     because importing ``importlib.abc`` pulls in ``importlib.resources``, ``pathlib`` and
     ``tempfile`` (tens of milliseconds in every script that imports neuroncompat)."""
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in _callbacks or fullname in _resolving:
             return None
         _resolving.add(fullname)

@@ -248,9 +248,7 @@ def status() -> dict[str, PatchStatus]:
     with _lock:
         if _inactive:
             return {cls.id: PatchStatus(cls.id, "inactive", cls.reason, "not on Neuron") for cls in _patch_types()}
-        return {
-            pid: PatchStatus(pid, p.state, type(p).reason, p.detail) for pid, p in _patches.items()
-        }
+        return {pid: PatchStatus(pid, p.state, type(p).reason, p.detail) for pid, p in _patches.items()}
 
 
 def detection() -> Detection:

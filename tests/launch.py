@@ -11,7 +11,7 @@ from pathlib import Path
 # Wraps a script: records every DDP/FSDP-wrapped model, and at exit prints one line per rank
 # with the device its parameters live on and a digest of their exact bytes. Equal digests on
 # all ranks after training mean the gradients really were reduced across ranks.
-WEIGHTS_PROBE = '''
+WEIGHTS_PROBE = """
 import atexit, hashlib, json, os, sys
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -38,7 +38,7 @@ def _report():
 DistributedDataParallel.__init__ = _record
 atexit.register(_report)
 run(sys.argv[1:])
-'''
+"""
 
 
 def free_port() -> int:
@@ -54,19 +54,35 @@ def simulated_env(**extra: str) -> dict[str, str]:
     """
     drop = ("NEURONCOMPAT_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_", "ACCELERATE_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-    env.update(NEURONCOMPAT_SIMULATE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false")
+    env.update(
+        NEURONCOMPAT_SIMULATE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", TOKENIZERS_PARALLELISM="false"
+    )
     env.update(extra)
     return env
 
 
-def torchrun(script: Path | str, args: list[str], cwd: Path, nproc: int = 2, module: bool = False) -> subprocess.CompletedProcess[str]:
+def torchrun(
+    script: Path | str, args: list[str], cwd: Path, nproc: int = 2, module: bool = False
+) -> subprocess.CompletedProcess[str]:
     """``torchrun --nproc_per_node=N [-m] script args`` with the simulator; fails loudly."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-               "--master_port", str(free_port()), *(["-m"] if module else []), str(script), *args]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        str(nproc),
+        "--master_port",
+        str(free_port()),
+        *(["-m"] if module else []),
+        str(script),
+        *args,
+    ]
     return _checked(command, cwd)
 
 
-def accelerate_launch(script: Path | str, args: list[str], cwd: Path, nproc: int = 2) -> subprocess.CompletedProcess[str]:
+def accelerate_launch(
+    script: Path | str, args: list[str], cwd: Path, nproc: int = 2
+) -> subprocess.CompletedProcess[str]:
     """``accelerate launch --num_processes N script args`` with the simulator; fails loudly.
 
     The launcher itself runs under ``python -m neuroncompat``: accelerate decides to start one
@@ -74,9 +90,25 @@ def accelerate_launch(script: Path | str, args: list[str], cwd: Path, nproc: int
     torch-neuronx loads with torch; here the simulator must be on in the launcher too).
     Otherwise it silently runs a single process.
     """
-    command = [sys.executable, "-m", "neuroncompat", "-m", "accelerate.commands.launch", "--num_processes", str(nproc),
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-               "--main_process_port", str(free_port()), str(script), *args]
+    command = [
+        sys.executable,
+        "-m",
+        "neuroncompat",
+        "-m",
+        "accelerate.commands.launch",
+        "--num_processes",
+        str(nproc),
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+        str(script),
+        *args,
+    ]
     return _checked(command, cwd)
 
 

@@ -45,8 +45,14 @@ def test_python_dash_m_neuroncompat_dash_h_prints_its_usage() -> None:
 
 def test_scenarios_run_directly_without_a_neuron_device_say_how_in_one_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEURONCOMPAT_")}
-    result = subprocess.run([sys.executable, "-m", "neuroncompat.simulate.scenarios", "grpo", "--cache", "dynamic"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "neuroncompat.simulate.scenarios", "grpo", "--cache", "dynamic"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == (
         "python -m neuroncompat.simulate.scenarios: no Neuron device here; dry-run the scenario on the simulated one: "

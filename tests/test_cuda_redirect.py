@@ -319,8 +319,10 @@ def test_simulate_report_section_merges_the_ranks_logs(tmp_path: Path) -> None:
     def site(line: int, call: str, rule: str | None, calls: int) -> dict:
         return {"file": "train.py", "line": line, "call": call, "became": "x", "rule": rule, "calls": calls}
 
-    for rank, sites in ((0, [site(3, "torch.cuda.set_device()", "NM104", 1), site(9, "Tensor.cuda()", "NM101", 4)]),
-                        (1, [site(3, "torch.cuda.set_device()", "NM104", 1)])):
+    for rank, sites in (
+        (0, [site(3, "torch.cuda.set_device()", "NM104", 1), site(9, "Tensor.cuda()", "NM101", 4)]),
+        (1, [site(3, "torch.cuda.set_device()", "NM104", 1)]),
+    ):
         log = {"schema": "neuroncompat.cuda_redirect/1", "rank": rank, "pid": 100 + rank, "argv": [], "sites": sites}
         (tmp_path / f"rank{rank}-{100 + rank}.json").write_text(json.dumps(log))
     section = redirect_log.section(redirect_log.load(tmp_path))

@@ -30,7 +30,9 @@ def test_gaps_without_the_patch(shim: ModuleType, tiny_qwen: Path) -> None:
 
 
 @pytest.mark.parametrize("implementation", ["flash_attention_2", "flash_attention_3", "flex_attention"])
-def test_from_pretrained_keyword_becomes_sdpa(shim: ModuleType, tiny_qwen: Path, implementation: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_from_pretrained_keyword_becomes_sdpa(
+    shim: ModuleType, tiny_qwen: Path, implementation: str, caplog: pytest.LogCaptureFixture
+) -> None:
     from transformers import AutoModelForCausalLM
 
     shim.apply()
@@ -60,7 +62,9 @@ def test_composes_with_device_map(shim: ModuleType, tiny_qwen: Path, caplog: pyt
 
     shim.apply()
     with caplog.at_level(logging.INFO, logger="neuroncompat"):
-        model = AutoModelForCausalLM.from_pretrained(tiny_qwen, device_map="auto", attn_implementation="flash_attention_2")
+        model = AutoModelForCausalLM.from_pretrained(
+            tiny_qwen, device_map="auto", attn_implementation="flash_attention_2"
+        )
     assert {p.device for p in model.parameters()} == {torch.device("neuron", 0)}
     assert model.config._attn_implementation == "sdpa"
     assert "[device_map]" in caplog.text and "[attention]" in caplog.text
@@ -71,7 +75,9 @@ def test_trl_model_init_kwargs(shim: ModuleType, tiny_qwen: Path, tmp_path: Path
 
     shim.apply()
     args = SFTConfig(
-        output_dir=str(tmp_path), report_to=[], model_init_kwargs={"attn_implementation": "flash_attention_2"},
+        output_dir=str(tmp_path),
+        report_to=[],
+        model_init_kwargs={"attn_implementation": "flash_attention_2"},
     )
     trainer = SFTTrainer(model=str(tiny_qwen), args=args, train_dataset=Dataset.from_dict({"text": sentences(4)}))
     assert trainer.model.config._attn_implementation == "sdpa"

@@ -98,7 +98,11 @@ def test_user_compile_config_in_generate(shim: ModuleType, neuron: object, tiny_
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen, device_map="neuron")
     inputs = tokenizer(["the cat sat on"], return_tensors="pt")
     out = model.generate(
-        **inputs, max_new_tokens=6, do_sample=False, cache_implementation="static", compile_config=CompileConfig(fullgraph=True)
+        **inputs,
+        max_new_tokens=6,
+        do_sample=False,
+        cache_implementation="static",
+        compile_config=CompileConfig(fullgraph=True),
     )
     reference = AutoModelForCausalLM.from_pretrained(tiny_qwen).generate(**inputs, max_new_tokens=6, do_sample=False)
     assert torch.equal(out.cpu(), reference)

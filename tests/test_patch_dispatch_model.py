@@ -29,7 +29,9 @@ def test_gap_the_model_stays_on_cpu(shim: ModuleType, tiny_qwen: Path) -> None:
 
 
 @pytest.mark.parametrize("index", [0, 1])
-def test_dispatch_moves_the_model(shim: ModuleType, tiny_qwen: Path, index: int, caplog: pytest.LogCaptureFixture) -> None:
+def test_dispatch_moves_the_model(
+    shim: ModuleType, tiny_qwen: Path, index: int, caplog: pytest.LogCaptureFixture
+) -> None:
     import accelerate
 
     shim.apply()
@@ -39,7 +41,9 @@ def test_dispatch_moves_the_model(shim: ModuleType, tiny_qwen: Path, index: int,
     assert model.hf_device_map == {"": index}
     logits = model(torch.ones(1, 4, dtype=torch.long, device=f"neuron:{index}")).logits
     assert logits.device == torch.device("neuron", index)
-    assert f'[dispatch_model] dispatch_model(device_map={{"": {index}}}) -> model moved to neuron:{index}' in caplog.text
+    assert (
+        f'[dispatch_model] dispatch_model(device_map={{"": {index}}}) -> model moved to neuron:{index}' in caplog.text
+    )
 
 
 def test_load_checkpoint_and_dispatch(shim: ModuleType, tiny_qwen: Path) -> None:

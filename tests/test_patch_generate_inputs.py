@@ -48,7 +48,9 @@ def test_gap_tokens_grow_on_neuron(shim: ModuleType, model_and_prompts: tuple[An
     assert set(recorder.devices) == {"neuron"} and len(recorder.devices) >= 4
 
 
-def test_inputs_stay_on_cpu_and_output_returns(shim: ModuleType, model_and_prompts: tuple[Any, Any], caplog: pytest.LogCaptureFixture) -> None:
+def test_inputs_stay_on_cpu_and_output_returns(
+    shim: ModuleType, model_and_prompts: tuple[Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
     model, prompts = model_and_prompts
     expected = model.generate(**prompts, max_new_tokens=4, do_sample=False)
     shim.apply()
@@ -60,13 +62,20 @@ def test_inputs_stay_on_cpu_and_output_returns(shim: ModuleType, model_and_promp
     assert torch.equal(out.cpu(), expected)
     assert "[generate_inputs] generate inputs on neuron:0 are kept on the CPU" in caplog.text
 
-    positional = _generate(model, _GrowingTokens(), prompts["input_ids"].to(model.device), attention_mask=prompts["attention_mask"].to(model.device))
+    positional = _generate(
+        model,
+        _GrowingTokens(),
+        prompts["input_ids"].to(model.device),
+        attention_mask=prompts["attention_mask"].to(model.device),
+    )
     assert positional.device == torch.device("neuron", 0)
     dict_out = _generate(model, _GrowingTokens(), **prompts.to(model.device), return_dict_in_generate=True)
     assert dict_out.sequences.device == torch.device("neuron", 0)
 
 
-def test_cpu_inputs_and_cpu_models_are_untouched(shim: ModuleType, model_and_prompts: tuple[Any, Any], tiny_qwen: Path) -> None:
+def test_cpu_inputs_and_cpu_models_are_untouched(
+    shim: ModuleType, model_and_prompts: tuple[Any, Any], tiny_qwen: Path
+) -> None:
     from transformers import AutoModelForCausalLM
 
     model, prompts = model_and_prompts

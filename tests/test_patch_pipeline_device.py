@@ -25,7 +25,9 @@ def test_gap_pipeline_runs_on_cpu_without_the_patch(shim: ModuleType, tiny_qwen:
         pipeline("text-generation", model=str(tiny_qwen), device="cuda")
 
 
-def test_pipeline_defaults_to_the_neuron_core(shim: ModuleType, tiny_qwen: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_pipeline_defaults_to_the_neuron_core(
+    shim: ModuleType, tiny_qwen: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from transformers import pipeline
 
     expected = _generate(pipeline("text-generation", model=str(tiny_qwen), device="cpu"))
@@ -39,8 +41,13 @@ def test_pipeline_defaults_to_the_neuron_core(shim: ModuleType, tiny_qwen: Path,
     assert shim.status()["pipeline_device"].state == "applied"
 
 
-@pytest.mark.parametrize(("device", "expected"), [(1, "neuron:1"), ("cuda", "neuron:0"), ("cuda:1", "neuron:1"), (torch.device("cuda", 1), "neuron:1")])
-def test_int_and_cuda_devices_map_to_neuron_cores(shim: ModuleType, tiny_qwen: Path, device: object, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("device", "expected"),
+    [(1, "neuron:1"), ("cuda", "neuron:0"), ("cuda:1", "neuron:1"), (torch.device("cuda", 1), "neuron:1")],
+)
+def test_int_and_cuda_devices_map_to_neuron_cores(
+    shim: ModuleType, tiny_qwen: Path, device: object, expected: str
+) -> None:
     from transformers import pipeline
 
     shim.apply()
@@ -64,7 +71,9 @@ def test_a_model_already_on_a_core_stays_there(shim: ModuleType, tiny_qwen: Path
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen, device_map={"": 1})
-    assert pipeline("text-generation", model=model, tokenizer=tokenizer).device == torch.device("cpu")  # the gap: moved off
+    assert pipeline("text-generation", model=model, tokenizer=tokenizer).device == torch.device(
+        "cpu"
+    )  # the gap: moved off
 
     shim.apply()
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen, device_map={"": 1})

@@ -40,7 +40,9 @@ def test_gaps_without_the_patch(shim: ModuleType, tiny_qwen: Path, tmp_path: Pat
         assert _neuron_matmul_dtype() == torch.float16
 
 
-def test_fp16_trainer_trains_in_bf16(shim: ModuleType, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_fp16_trainer_trains_in_bf16(
+    shim: ModuleType, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from transformers import (
         AutoModelForCausalLM,
         AutoTokenizer,
@@ -51,14 +53,24 @@ def test_fp16_trainer_trains_in_bf16(shim: ModuleType, tiny_qwen: Path, tmp_path
 
     shim.apply()
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen)
-    dataset = Dataset.from_dict({"text": sentences(4)}).map(lambda b: tokenizer(b["text"]), batched=True, remove_columns=["text"])
+    dataset = Dataset.from_dict({"text": sentences(4)}).map(
+        lambda b: tokenizer(b["text"]), batched=True, remove_columns=["text"]
+    )
     with caplog.at_level(logging.INFO, logger="neuroncompat"):
         args = TrainingArguments(
-            output_dir=str(tmp_path), fp16=True, tf32=True, max_steps=1, per_device_train_batch_size=2, report_to=[], save_strategy="no"
+            output_dir=str(tmp_path),
+            fp16=True,
+            tf32=True,
+            max_steps=1,
+            per_device_train_batch_size=2,
+            report_to=[],
+            save_strategy="no",
         )
     assert (args.fp16, args.bf16, args.tf32) == (False, True, None)
     trainer = Trainer(
-        model=AutoModelForCausalLM.from_pretrained(tiny_qwen), args=args, train_dataset=dataset,
+        model=AutoModelForCausalLM.from_pretrained(tiny_qwen),
+        args=args,
+        train_dataset=dataset,
         data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
     )
     assert trainer.accelerator.mixed_precision == "bf16"
@@ -78,7 +90,9 @@ def test_trl_config_fp16_and_tf32(shim: ModuleType, tmp_path: Path, caplog: pyte
     assert "[precision] SFTConfig(fp16=True) -> bf16=True" in caplog.text
 
 
-def test_accelerator_fp16_argument_and_environment(shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_accelerator_fp16_argument_and_environment(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     from accelerate import Accelerator
 
     shim.apply()

@@ -32,12 +32,17 @@ def test_loads_unquantized_with_a_warning(shim: ModuleType, tiny_qwen: Path, cap
 
     shim.apply()
     with caplog.at_level(logging.INFO, logger="neuroncompat"):
-        model = AutoModelForCausalLM.from_pretrained(tiny_qwen, device_map="neuron", quantization_config=_four_bit(), dtype=torch.bfloat16)
+        model = AutoModelForCausalLM.from_pretrained(
+            tiny_qwen, device_map="neuron", quantization_config=_four_bit(), dtype=torch.bfloat16
+        )
     assert {(p.device, p.dtype) for p in model.parameters()} == {(torch.device("neuron", 0), torch.bfloat16)}
     assert getattr(model, "hf_quantizer", None) is None and getattr(model.config, "quantization_config", None) is None
     [record] = [r for r in caplog.records if "[quantization]" in r.getMessage()]
     assert record.levelno == logging.WARNING
-    assert "bitsandbytes 4-bit quantization dropped" in record.getMessage() and "about 4x the memory" in record.getMessage()
+    assert (
+        "bitsandbytes 4-bit quantization dropped" in record.getMessage()
+        and "about 4x the memory" in record.getMessage()
+    )
 
 
 def test_trl_qlora_recipe_trains(shim: ModuleType, tiny_qwen: Path, tmp_path: Path) -> None:
@@ -45,11 +50,20 @@ def test_trl_qlora_recipe_trains(shim: ModuleType, tiny_qwen: Path, tmp_path: Pa
     from trl import SFTConfig, SFTTrainer
 
     shim.apply()
-    args = SFTConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, report_to=[], save_strategy="no",
-                     model_init_kwargs={"dtype": "bfloat16"})
+    args = SFTConfig(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        report_to=[],
+        save_strategy="no",
+        model_init_kwargs={"dtype": "bfloat16"},
+    )
     trainer = SFTTrainer(
-        model=str(tiny_qwen), args=args, train_dataset=Dataset.from_dict({"text": sentences(4)}),
-        quantization_config=_four_bit(), peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]),
+        model=str(tiny_qwen),
+        args=args,
+        train_dataset=Dataset.from_dict({"text": sentences(4)}),
+        quantization_config=_four_bit(),
+        peft_config=LoraConfig(r=4, target_modules=["q_proj", "v_proj"]),
     )
     assert {p.device.type for p in trainer.model.parameters()} == {"neuron"}
     assert trainer.train().global_step == 1

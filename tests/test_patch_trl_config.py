@@ -20,7 +20,14 @@ def _dataset(count: int = 40) -> Dataset:
 def _config(tmp_path: Path, **kwargs: Any) -> Any:
     from trl import SFTConfig
 
-    defaults = dict(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, report_to=[], save_strategy="no", max_length=64)
+    defaults = dict(
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=4,
+        report_to=[],
+        save_strategy="no",
+        max_length=64,
+    )
     return SFTConfig(**{**defaults, **kwargs})
 
 
@@ -33,11 +40,19 @@ def test_gaps_without_the_patch(shim: ModuleType, tiny_qwen: Path, tmp_path: Pat
     from trl import SFTTrainer
 
     with pytest.raises(ImportError, match="bitsandbytes"):
-        SFTTrainer(model=str(tiny_qwen), args=_config(tmp_path, optim="paged_adamw_8bit"), train_dataset=_dataset(8)).train()
+        SFTTrainer(
+            model=str(tiny_qwen), args=_config(tmp_path, optim="paged_adamw_8bit"), train_dataset=_dataset(8)
+        ).train()
     with pytest.raises(ImportError, match="liger"):
-        SFTTrainer(model=str(tiny_qwen), args=_config(tmp_path, use_liger_kernel=True), train_dataset=_dataset(8)).train()
+        SFTTrainer(
+            model=str(tiny_qwen), args=_config(tmp_path, use_liger_kernel=True), train_dataset=_dataset(8)
+        ).train()
     with pytest.raises(BackendCompilerFailed, match="mode"):
-        SFTTrainer(model=str(tiny_qwen), args=_config(tmp_path, torch_compile_mode="reduce-overhead"), train_dataset=_dataset(8)).train()
+        SFTTrainer(
+            model=str(tiny_qwen),
+            args=_config(tmp_path, torch_compile_mode="reduce-overhead"),
+            train_dataset=_dataset(8),
+        ).train()
     packed = SFTTrainer(model=str(tiny_qwen), args=_config(tmp_path, packing=True), train_dataset=_dataset())
     shapes = _shapes(packed)
     assert {rows for rows, _ in shapes} == {1}, "padding-free: the batch of 4 is flattened into one row"
@@ -45,16 +60,33 @@ def test_gaps_without_the_patch(shim: ModuleType, tiny_qwen: Path, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_cuda_choices_are_normalised(shim: ModuleType, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_cuda_choices_are_normalised(
+    shim: ModuleType, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from trl import SFTTrainer
 
     shim.apply()
     with caplog.at_level(logging.INFO, logger="neuroncompat"):
         args = _config(
-            tmp_path, optim="paged_adamw_8bit", use_liger_kernel=True, packing=True, torch_compile_mode="reduce-overhead", ddp_backend="nccl"
+            tmp_path,
+            optim="paged_adamw_8bit",
+            use_liger_kernel=True,
+            packing=True,
+            torch_compile_mode="reduce-overhead",
+            ddp_backend="nccl",
         )
-    assert (args.optim, args.use_liger_kernel, args.packing, args.packing_strategy) == ("adamw_torch", False, True, "wrapped")
-    assert (args.dataloader_drop_last, args.torch_compile, args.torch_compile_mode, args.ddp_backend) == (True, True, None, None)
+    assert (args.optim, args.use_liger_kernel, args.packing, args.packing_strategy) == (
+        "adamw_torch",
+        False,
+        True,
+        "wrapped",
+    )
+    assert (args.dataloader_drop_last, args.torch_compile, args.torch_compile_mode, args.ddp_backend) == (
+        True,
+        True,
+        None,
+        None,
+    )
     trainer = SFTTrainer(model=str(tiny_qwen), args=args, train_dataset=_dataset())
     assert _shapes(trainer) == {(4, 128)}, "fixed-length blocks, padded to 128, no short last batch"
     assert trainer.train().global_step == 1
@@ -77,8 +109,20 @@ def test_padding_free_is_turned_off(shim: ModuleType, tmp_path: Path) -> None:
 
 def test_values_that_work_are_kept(shim: ModuleType, tmp_path: Path) -> None:
     shim.apply()
-    args = _config(tmp_path, optim="adafactor", packing=True, packing_strategy="wrapped", torch_compile=True, torch_compile_mode="default")
-    assert (args.optim, args.packing_strategy, args.torch_compile, args.torch_compile_mode) == ("adafactor", "wrapped", True, "default")
+    args = _config(
+        tmp_path,
+        optim="adafactor",
+        packing=True,
+        packing_strategy="wrapped",
+        torch_compile=True,
+        torch_compile_mode="default",
+    )
+    assert (args.optim, args.packing_strategy, args.torch_compile, args.torch_compile_mode) == (
+        "adafactor",
+        "wrapped",
+        True,
+        "default",
+    )
     on_cpu = _config(tmp_path, optim="paged_adamw_8bit", use_cpu=True)
     assert (on_cpu.optim, on_cpu.dataloader_drop_last) == ("paged_adamw_8bit", False)
 
@@ -98,7 +142,9 @@ def test_disabled_by_name_and_reverted(shim: ModuleType, tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-def test_trl_sft_cli_with_cuda_flags_trains(shim: ModuleType, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_trl_sft_cli_with_cuda_flags_trains(
+    shim: ModuleType, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """``trl sft`` driven only by the flags a CUDA user passes trains on the simulated device."""
     import torch
     from trl.scripts.sft import main, make_parser
@@ -106,9 +152,28 @@ def test_trl_sft_cli_with_cuda_flags_trains(shim: ModuleType, tiny_qwen: Path, t
     data = tmp_path / "data"
     _dataset().to_json(data / "train.jsonl")
     argv = [
-        "--model_name_or_path", str(tiny_qwen), "--dataset_name", str(data), "--output_dir", str(tmp_path / "out"),
-        "--fp16", "--tf32", "True", "--attn_implementation", "flash_attention_2", "--optim", "paged_adamw_8bit", "--packing",
-        "--max_length", "64", "--per_device_train_batch_size", "4", "--max_steps", "2", "--report_to", "none",
+        "--model_name_or_path",
+        str(tiny_qwen),
+        "--dataset_name",
+        str(data),
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--fp16",
+        "--tf32",
+        "True",
+        "--attn_implementation",
+        "flash_attention_2",
+        "--optim",
+        "paged_adamw_8bit",
+        "--packing",
+        "--max_length",
+        "64",
+        "--per_device_train_batch_size",
+        "4",
+        "--max_steps",
+        "2",
+        "--report_to",
+        "none",
     ]
     with pytest.raises(ValueError, match="--tf32 requires"):
         make_parser().parse_args_and_config(args=argv)  # the gap, before the shim: the CLI cannot even build its config
@@ -117,11 +182,18 @@ def test_trl_sft_cli_with_cuda_flags_trains(shim: ModuleType, tiny_qwen: Path, t
     with caplog.at_level(logging.INFO, logger="neuroncompat"):
         script_args, training_args, model_args, dataset_args = make_parser().parse_args_and_config(args=argv)
         main(script_args, training_args, model_args, dataset_args)
-    assert (training_args.bf16, training_args.fp16, training_args.optim, training_args.packing_strategy) == (True, False, "adamw_torch", "wrapped")
+    assert (training_args.bf16, training_args.fp16, training_args.optim, training_args.packing_strategy) == (
+        True,
+        False,
+        "adamw_torch",
+        "wrapped",
+    )
     from safetensors.torch import load_file
 
     before, after = load_file(tiny_qwen / "model.safetensors"), load_file(tmp_path / "out" / "model.safetensors")
-    assert not torch.equal(before["lm_head.weight"], after["lm_head.weight"].to(before["lm_head.weight"].dtype)), "it trained"
+    assert not torch.equal(before["lm_head.weight"], after["lm_head.weight"].to(before["lm_head.weight"].dtype)), (
+        "it trained"
+    )
     for expected in (
         "[precision] SFTConfig(fp16=True) -> bf16=True",
         "[precision] SFTConfig(tf32=True) dropped",

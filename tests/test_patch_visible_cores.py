@@ -63,7 +63,9 @@ def test_malformed_value_fails(shim: ModuleType, monkeypatch: pytest.MonkeyPatch
         shim.apply()
 
 
-@pytest.mark.parametrize(("cores", "lnc"), [("0,1", None), ("2,3", None), ("0-3", None), ("4-7", "2"), ("1,2", "1"), ("3", "1")])
+@pytest.mark.parametrize(
+    ("cores", "lnc"), [("0,1", None), ("2,3", None), ("0-3", None), ("4-7", "2"), ("1,2", "1"), ("3", "1")]
+)
 def test_valid_sets_are_kept(shim: ModuleType, monkeypatch: pytest.MonkeyPatch, cores: str, lnc: str | None) -> None:
     import os
 
@@ -74,7 +76,9 @@ def test_valid_sets_are_kept(shim: ModuleType, monkeypatch: pytest.MonkeyPatch, 
     assert os.environ["NEURON_RT_VISIBLE_CORES"] == cores
 
 
-@pytest.mark.parametrize(("lnc", "expected"), [(None, "NEURON_RT_VISIBLE_CORES=2-5"), ("1", "NEURON_RT_VISIBLE_CORES=1,2")])
+@pytest.mark.parametrize(
+    ("lnc", "expected"), [(None, "NEURON_RT_VISIBLE_CORES=2-5"), ("1", "NEURON_RT_VISIBLE_CORES=1,2")]
+)
 def test_cuda_visible_devices_is_translated_in_a_warning(
     shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, lnc: str | None, expected: str
 ) -> None:
@@ -85,7 +89,10 @@ def test_cuda_visible_devices_is_translated_in_a_warning(
         monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", lnc)
     with caplog.at_level(logging.INFO, logger="neuroncompat"):
         shim.apply()
-    assert f"[visible_cores] CUDA_VISIBLE_DEVICES=1,2 is ignored by the Neuron runtime (every NeuronCore stays visible); the equivalent is {expected}" in caplog.text
+    assert (
+        f"[visible_cores] CUDA_VISIBLE_DEVICES=1,2 is ignored by the Neuron runtime (every NeuronCore stays visible); the equivalent is {expected}"
+        in caplog.text
+    )
     assert "NEURON_RT_VISIBLE_CORES" not in os.environ
 
 

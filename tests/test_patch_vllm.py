@@ -26,8 +26,14 @@ def _grpo(tiny_qwen: Path, tmp_path: Path, **kwargs: Any) -> Any:
     from trl import GRPOConfig, GRPOTrainer
 
     args = GRPOConfig(
-        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, num_generations=2, max_completion_length=4,
-        report_to=[], save_strategy="no", **kwargs,
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=4,
+        report_to=[],
+        save_strategy="no",
+        **kwargs,
     )
     prompts = Dataset.from_dict({"prompt": ["the neuron core", "pad your batches"]})
     return GRPOTrainer(model=str(tiny_qwen), reward_funcs=_reward, args=args, train_dataset=prompts)
@@ -41,19 +47,26 @@ def test_gap_use_vllm_fails_without_a_word_about_neuron(shim: ModuleType, tiny_q
 
 def test_use_vllm_fails_early_with_the_fix(shim: ModuleType, tiny_qwen: Path, tmp_path: Path) -> None:
     shim.apply()
-    with pytest.raises(ValueError, match="GRPOTrainer: use_vllm=True cannot run on Neuron.*NEURONCOMPAT_VLLM_FALLBACK=1"):
+    with pytest.raises(
+        ValueError, match="GRPOTrainer: use_vllm=True cannot run on Neuron.*NEURONCOMPAT_VLLM_FALLBACK=1"
+    ):
         _grpo(tiny_qwen, tmp_path, use_vllm=True)
 
 
 @pytest.mark.slow
-def test_fallback_generates_with_a_static_cache(shim: ModuleType, tiny_qwen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_fallback_generates_with_a_static_cache(
+    shim: ModuleType, tiny_qwen: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("NEURONCOMPAT_VLLM_FALLBACK", "1")
     shim.apply()
     with caplog.at_level(logging.INFO, logger="neuroncompat"):
         trainer = _grpo(tiny_qwen, tmp_path, use_vllm=True)
     assert (trainer.args.use_vllm, trainer.args.cache_implementation) == (False, "static")
     assert trainer.train().global_step == 1
-    assert '[vllm] GRPOTrainer: use_vllm=True -> False (NEURONCOMPAT_VLLM_FALLBACK=1): generating with transformers, cache_implementation="static"' in caplog.text
+    assert (
+        '[vllm] GRPOTrainer: use_vllm=True -> False (NEURONCOMPAT_VLLM_FALLBACK=1): generating with transformers, cache_implementation="static"'
+        in caplog.text
+    )
 
 
 def test_without_vllm_nothing_changes(shim: ModuleType, tiny_qwen: Path, tmp_path: Path) -> None:

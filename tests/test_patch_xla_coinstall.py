@@ -60,7 +60,12 @@ def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict[str
 
     def probe(case: str) -> tuple[dict[str, object], str]:
         first, env = _CASES[case]
-        proc = run_python(_PROBE.format(first=first), env={"PYTHONPATH": str(root), "NEURONCOMPAT_SIMULATE": "1", **env}, cwd=root, timeout=120)
+        proc = run_python(
+            _PROBE.format(first=first),
+            env={"PYTHONPATH": str(root), "NEURONCOMPAT_SIMULATE": "1", **env},
+            cwd=root,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
@@ -88,7 +93,9 @@ def test_libraries_imported_before_the_shim(probes: dict[str, tuple[dict[str, ob
     assert "[xla_coinstall] accelerate was imported first: its torch_xla flags set to False" in log
 
 
-def test_a_user_value_is_kept(neuron: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_user_value_is_kept(
+    neuron: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     import logging
     import os
 

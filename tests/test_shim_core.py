@@ -27,7 +27,9 @@ def _param_devices(model: torch.nn.Module) -> set[str]:
 
 
 # -- device_map ------------------------------------------------------------------------------
-def test_device_map_auto_resolves_to_the_local_core(shim: object, tiny_qwen: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_device_map_auto_resolves_to_the_local_core(
+    shim: object, tiny_qwen: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from transformers import AutoModelForCausalLM
 
     with caplog.at_level(logging.INFO, logger="neuroncompat"):
@@ -97,10 +99,22 @@ def _grpo(tmp_path: Path, model: str, **config: object):
         return [len(c) / 10 for c in completions]
 
     args = GRPOConfig(
-        output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2, num_generations=2,
-        max_completion_length=8, cache_implementation="static", report_to=[], save_strategy="no", **config,
+        output_dir=str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=8,
+        cache_implementation="static",
+        report_to=[],
+        save_strategy="no",
+        **config,
     )
-    return GRPOTrainer(model=model, reward_funcs=reward_length, args=args, train_dataset=Dataset.from_dict({"prompt": sentences(8, 2, 6)}))
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=reward_length,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": sentences(8, 2, 6)}),
+    )
 
 
 def test_grpo_static_cache_fails_without_the_shim(neuron: object, tiny_qwen: Path, tmp_path: Path) -> None:
@@ -110,7 +124,9 @@ def test_grpo_static_cache_fails_without_the_shim(neuron: object, tiny_qwen: Pat
         trainer.train()
 
 
-def test_grpo_static_cache_trains_with_the_shim(shim: object, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_grpo_static_cache_trains_with_the_shim(
+    shim: object, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.INFO, logger="neuroncompat"):
         trainer = _grpo(tmp_path, str(tiny_qwen))
         result = trainer.train()
@@ -136,7 +152,9 @@ def test_fp32_model_static_cache_under_autocast(shim: object, tiny_qwen: Path, c
     cache = StaticCache(config=model.config, max_cache_len=64)
     extra = {"prefill_chunk_size": 4} if chunked else {}
     with torch.autocast("neuron", dtype=torch.bfloat16):
-        out = model.generate(**inputs, max_new_tokens=4, do_sample=False, past_key_values=cache, disable_compile=True, **extra)
+        out = model.generate(
+            **inputs, max_new_tokens=4, do_sample=False, past_key_values=cache, disable_compile=True, **extra
+        )
     assert out.shape[1] == inputs["input_ids"].shape[1] + 4
     assert {layer.keys.dtype for layer in cache.layers} == {torch.bfloat16}
     assert {layer.values.dtype for layer in cache.layers} == {torch.bfloat16}
@@ -185,7 +203,9 @@ def test_recompile_limit_raised_for_static_buckets(neuron: object, caplog: pytes
     import torch._dynamo.config
 
     neuroncompat.revert()
-    assert _graphs_for_shapes(neuron, 12) == 8, "without the shim Dynamo stops compiling after 8 shapes, then runs eagerly"
+    assert _graphs_for_shapes(neuron, 12) == 8, (
+        "without the shim Dynamo stops compiling after 8 shapes, then runs eagerly"
+    )
     try:
         with caplog.at_level(logging.INFO, logger="neuroncompat"):
             neuroncompat.apply()

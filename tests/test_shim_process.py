@@ -30,7 +30,11 @@ def _last_json(stdout: str) -> dict:
 @pytest.mark.parametrize("order", ["shim-first", "shim-after-transformers"])
 def test_import_order_gives_the_same_result(tiny_qwen: Path, order: str) -> None:
     probe = PROBE.format(model=str(tiny_qwen))
-    code = ("import neuroncompat\n" + probe) if order == "shim-first" else ("import transformers, torch._dynamo\nimport neuroncompat\n" + probe)
+    code = (
+        ("import neuroncompat\n" + probe)
+        if order == "shim-first"
+        else ("import transformers, torch._dynamo\nimport neuroncompat\n" + probe)
+    )
     result = run_python(code, env=SIMULATE)
     assert result.returncode == 0, result.stderr
     assert _last_json(result.stdout) == {"devices": ["neuron:0"], "automatic_dynamic_shapes": False, "async_env": "1"}
@@ -44,7 +48,13 @@ def test_python_dash_m_runs_the_script_with_the_shim(tiny_qwen: Path, tmp_path: 
         "import sys\nprint('argv', sys.argv[1:], __name__)\n" + PROBE.format(model=str(tiny_qwen)) + "sys.exit(3)\n"
     )
     env = {**{k: v for k, v in __import__("os").environ.items() if not k.startswith("NEURONCOMPAT_")}, **SIMULATE}
-    result = subprocess.run([sys.executable, "-m", "neuroncompat", str(script), "--lr", "1e-4"], env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "neuroncompat", str(script), "--lr", "1e-4"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 3, result.stderr
     assert "argv ['--lr', '1e-4'] __main__" in result.stdout
     assert _last_json(result.stdout) == {"devices": ["neuron:0"], "automatic_dynamic_shapes": False, "async_env": "1"}
@@ -57,7 +67,9 @@ def test_python_dash_m_keeps_the_scripts_traceback(tmp_path: Path) -> None:
     script = tmp_path / "broken.py"
     script.write_text("def step():\n    raise ValueError('bad batch')\nstep()\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEURONCOMPAT_")}
-    result = subprocess.run([sys.executable, "-m", "neuroncompat", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "neuroncompat", str(script)], env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 1
     assert f'File "{script}", line 2, in step' in result.stderr
     assert result.stderr.rstrip().endswith("ValueError: bad batch")

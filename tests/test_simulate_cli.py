@@ -29,7 +29,10 @@ def _simulate(*args: str, cwd: Path) -> tuple[int, str, str]:
         ("python -m neuroncompat train.py", "python -m neuroncompat train.py"),
         ("torchrun --nproc_per_node=2 train.py --lr 1", "torchrun --nproc_per_node=2 -m neuroncompat train.py --lr 1"),
         ("torchrun --nnodes 1 -m pkg.train -x", "torchrun --nnodes 1 -m neuroncompat -m pkg.train -x"),
-        ("python -m torch.distributed.run --nproc-per-node 2 train.py", "python -m torch.distributed.run --nproc-per-node 2 -m neuroncompat train.py"),
+        (
+            "python -m torch.distributed.run --nproc-per-node 2 train.py",
+            "python -m torch.distributed.run --nproc-per-node 2 -m neuroncompat train.py",
+        ),
         (
             "accelerate launch --num_processes 2 train.py --lr 1",
             f"{sys.executable} -m neuroncompat -m accelerate.commands.launch --num_processes 2 -m neuroncompat train.py --lr 1",
@@ -65,15 +68,18 @@ def test_failing_script_keeps_its_exit_code_and_still_gets_the_report(tmp_path: 
     (tmp_path / "decode.py").write_text(FAILING_DECODE_LOOP)
     code, out, err = _simulate("simulate", "--graph-cost", "30", "--", sys.executable, "decode.py", cwd=tmp_path)
     assert code == 3, err
-    report = out[out.index("neuroncompat simulate:"):].splitlines()
+    report = out[out.index("neuroncompat simulate:") :].splitlines()
     assert report[1] == "the script FAILED with exit code 3: the counts cover what ran before it stopped"
     assert report[2].startswith("estimated Neuron compilation: about 3 min (distinct graphs x 30 s")
-    assert "rank 0: 0 compiled graph(s), 6 eager forward shape(s) -> about 3 min of Neuron compilation at 30 s each" in report
+    assert (
+        "rank 0: 0 compiled graph(s), 6 eager forward shape(s) -> about 3 min of Neuron compilation at 30 s each"
+        in report
+    )
     assert "    Embedding called at decode.py:6 (<module>): 6 shape(s) in 6 call(s)" in report
     assert "      args.0 int64[1,1]  x1" in report
     assert "  WARNING: 6 eager shapes at Embedding called at decode.py:6 (<module>)" in report
     assert "    args.0 dim 1: 6 sizes, 1..6, growing one at a time as a sequence does per generated token" in report
-    assert any(line.startswith('    fix: use a static KV cache') for line in report)
+    assert any(line.startswith("    fix: use a static KV cache") for line in report)
 
 
 PER_RANK_GENERATE = """\
@@ -96,7 +102,17 @@ model.generate(**tokenizer(prompts, return_tensors="pt", padding=True), max_new_
 def test_torchrun_two_ranks_get_a_report_each(tmp_path: Path, tiny_qwen: Path) -> None:
     (tmp_path / "generate.py").write_text(PER_RANK_GENERATE)
     code, _, err = _simulate(
-        "simulate", "--format", "json", "-o", "report.json", "--", TORCHRUN, "--nproc_per_node=2", "generate.py", str(tiny_qwen), cwd=tmp_path
+        "simulate",
+        "--format",
+        "json",
+        "-o",
+        "report.json",
+        "--",
+        TORCHRUN,
+        "--nproc_per_node=2",
+        "generate.py",
+        str(tiny_qwen),
+        cwd=tmp_path,
     )
     assert code == 0, err
     report = json.loads((tmp_path / "report.json").read_text())
@@ -106,10 +122,15 @@ def test_torchrun_two_ranks_get_a_report_each(tmp_path: Path, tiny_qwen: Path) -
         batch = rank["rank"] + 1
         # transformers compiles the static-cache decode step on Neuron: one graph, at the user's generate line.
         (group,) = rank["compiled"]
-        assert group["site"].startswith("transformers/generation/utils.py:") and group["user"] == "generate.py:12 (<module>)"
+        assert (
+            group["site"].startswith("transformers/generation/utils.py:")
+            and group["user"] == "generate.py:12 (<module>)"
+        )
         # named by the model's forward, not by the decorator wrapping it in transformers
         code = group["code"]
-        assert code.startswith("transformers/models/qwen3/modeling_qwen3.py:") and code.endswith("(Qwen3ForCausalLM.forward)")
+        assert code.startswith("transformers/models/qwen3/modeling_qwen3.py:") and code.endswith(
+            "(Qwen3ForCausalLM.forward)"
+        )
         (graph,) = group["graphs"]
         expected = {"shape": [batch, 1], "dtype": "int64", "dynamic": False, "name": "input_ids", "parameter": False}
         assert graph["inputs"][0] == expected and not graph["rejected"]
@@ -144,7 +165,18 @@ raise RuntimeError("rank 1 fails")
 @pytest.mark.slow
 def test_when_one_torchrun_rank_fails_every_rank_is_still_reported(tmp_path: Path) -> None:
     (tmp_path / "fails.py").write_text(ONE_RANK_FAILS)
-    code, _, err = _simulate("simulate", "--format", "json", "-o", "report.json", "--", TORCHRUN, "--nproc_per_node=2", "fails.py", cwd=tmp_path)
+    code, _, err = _simulate(
+        "simulate",
+        "--format",
+        "json",
+        "-o",
+        "report.json",
+        "--",
+        TORCHRUN,
+        "--nproc_per_node=2",
+        "fails.py",
+        cwd=tmp_path,
+    )
     assert code == 1 and "RuntimeError: rank 1 fails" in err
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["exit_code"] == 1 and report["missing_ranks"] == []

@@ -159,7 +159,10 @@ def test_graph_inputs_are_named_and_parameters_summarised(neuron: object) -> Non
     (group,) = built["ranks"][0]["compiled"]
     inputs = group["graphs"][0]["inputs"]
     assert {(i["name"], i["parameter"]) for i in inputs} == {
-        ("input_ids", False), ("attention_mask", False), ("layer.weight", True), ("layer.bias", True),
+        ("input_ids", False),
+        ("attention_mask", False),
+        ("layer.weight", True),
+        ("layer.bias", True),
     }
     text = report.render_text(built)
     assert "input_ids float32[2,4]" in text and "attention_mask float32[2,4] (+2 parameters/buffers)" in text
@@ -170,6 +173,7 @@ def test_a_masked_assignment_inside_a_compiled_graph_is_reported_at_its_line(neu
     recorder = Recorder()
     recorder.start()
     try:
+
         def clamp_padding(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             x = x.clone()
             x[mask] = 0.0
@@ -189,7 +193,7 @@ def test_a_masked_assignment_inside_a_compiled_graph_is_reported_at_its_line(neu
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ("strict = [\"graph_break\", \"typo\"]", ":6: [tool.neuroncompat.simulate] strict: unknown kind(s) typo"),
+        ('strict = ["graph_break", "typo"]', ":6: [tool.neuroncompat.simulate] strict: unknown kind(s) typo"),
         ("max-shapes = 0", ":6: [tool.neuroncompat.simulate] max-shapes: expected an integer >= 1"),
         ('cpu-fallback-ops = ["cumsum"]', ":6: [tool.neuroncompat.simulate] cpu-fallback-ops: expected a list of ATen"),
         ("colour = 1", ":6: [tool.neuroncompat.simulate] colour: unknown key"),

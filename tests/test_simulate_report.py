@@ -18,13 +18,19 @@ def _batches(*shapes: tuple[int, ...]) -> list[list[tuple[str, tuple[int, ...], 
     ("shapes", "fixes", "finding"),
     [
         (((2, 129), (2, 130), (2, 131), (2, 132), (2, 133)), ["static_cache"], "growing one at a time"),
-        (((4, 89), (4, 262), (4, 126), (4, 92), (4, 130)), ["pad_to_multiple_of", "padding_max_length"], "unpadded lengths"),
+        (
+            ((4, 89), (4, 262), (4, 126), (4, 92), (4, 130)),
+            ["pad_to_multiple_of", "padding_max_length"],
+            "unpadded lengths",
+        ),
         (((4, 128), (4, 512), (4, 256), (4, 384), (4, 640)), ["padding_max_length"], "in steps of 128: already padded"),
         (((8, 256), (3, 256)), ["dataloader_drop_last"], "(batch): 3 and 8, a smaller last batch"),
     ],
     ids=["decode-loop", "unpadded", "bucketed", "last-batch"],
 )
-def test_the_fix_follows_how_the_shapes_vary(shapes: tuple[tuple[int, ...], ...], fixes: list[str], finding: str) -> None:
+def test_the_fix_follows_how_the_shapes_vary(
+    shapes: tuple[tuple[int, ...], ...], fixes: list[str], finding: str
+) -> None:
     diagnosis = diagnose(_batches(*shapes))
     assert [fix.id for fix in diagnosis.fixes] == fixes
     assert any(finding in line for line in diagnosis.findings), diagnosis.findings
@@ -48,7 +54,9 @@ def test_dynamic_graphs_are_flagged_as_rejected_with_the_fix(neuron: object) -> 
     (rank,) = built["ranks"]
     assert (rank["compiled_graphs"], rank["rejected_graphs"], rank["estimated_compile_seconds"]) == (0, 1, 0)
     (warning,) = rank["warnings"]
-    assert warning["kind"] == "rejected" and warning["where"].endswith("(test_dynamic_graphs_are_flagged_as_rejected_with_the_fix)")
+    assert warning["kind"] == "rejected" and warning["where"].endswith(
+        "(test_dynamic_graphs_are_flagged_as_rejected_with_the_fix)"
+    )
     assert [fix["id"] for fix in warning["fixes"]] == ["automatic_dynamic_shapes"]
     text = report.render_text(built)
     assert "1 graph(s) Neuron would REJECT (dynamic shapes)" in text and "REJECTED: dynamic shapes" in text

@@ -41,7 +41,9 @@ def _lengths(graphs: list[dict[str, Any]]) -> set[int]:
     return {s["shape"][1] for g in graphs for s in g["inputs"] if s["dtype"] == "int64" and len(s["shape"] or ()) == 2}
 
 
-def test_sft_padded_to_128_compiles_at_most_max_length_over_128_graphs(recorder: Recorder, tiny_qwen: Path, tmp_path: Path) -> None:
+def test_sft_padded_to_128_compiles_at_most_max_length_over_128_graphs(
+    recorder: Recorder, tiny_qwen: Path, tmp_path: Path
+) -> None:
     ran = scenarios.sft(tiny_qwen, tmp_path, pad_to_multiple_of=128)
     rank = _rank(recorder, max_shapes=1)
     buckets = ran["max_length"] // 128
@@ -71,11 +73,17 @@ def test_sft_unpadded_compiles_one_graph_per_length(recorder: Recorder, tiny_qwe
 
 
 @pytest.mark.parametrize("cache", ["static", "dynamic"])
-def test_grpo_decode_shapes_static_cache_bounded_dynamic_one_per_token(recorder: Recorder, tiny_qwen: Path, tmp_path: Path, cache: str) -> None:
+def test_grpo_decode_shapes_static_cache_bounded_dynamic_one_per_token(
+    recorder: Recorder, tiny_qwen: Path, tmp_path: Path, cache: str
+) -> None:
     ran = scenarios.grpo(tiny_qwen, tmp_path, cache=cache)
     rank = _rank(recorder)
     assert ran["pad_to_multiple_of"] == 128 and rank["compiled_graphs"] == 0  # TRL generates with disable_compile=True
-    by_site = {entry["site"].split(" ")[1]: entry for entry in rank["eager"] if entry["site"].startswith("transformers/generation/")}
+    by_site = {
+        entry["site"].split(" ")[1]: entry
+        for entry in rank["eager"]
+        if entry["site"].startswith("transformers/generation/")
+    }
     prefill, decode = by_site["(_prefill)"], by_site["(_sample)"]
     tokens = ran["max_completion_length"]
     assert decode["calls"] == ran["steps"] * (tokens - 1)

@@ -44,7 +44,9 @@ def test_autograd_and_optimizer_step_match_cpu(neuron: object, core: int) -> Non
     dev_model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
     dev_model.load_state_dict(cpu_model.state_dict())
     dev_model.to(f"neuron:{core}")
-    assert all(p.device == torch.device("neuron", core) and isinstance(p, torch.nn.Parameter) for p in dev_model.parameters())
+    assert all(
+        p.device == torch.device("neuron", core) and isinstance(p, torch.nn.Parameter) for p in dev_model.parameters()
+    )
     data = torch.randn(5, 4)
     for model, x in ((cpu_model, data), (dev_model, data.to(f"neuron:{core}"))):
         opt = torch.optim.AdamW(model.parameters(), lr=0.1)
@@ -335,5 +337,9 @@ def test_generate_under_inference_mode_matches_no_grad(neuron: object, tmp_path)
     outputs = []
     for mode in (torch.no_grad, torch.inference_mode):
         with mode():
-            outputs.append(model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False).cpu())
+            outputs.append(
+                model.generate(
+                    input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False
+                ).cpu()
+            )
     assert outputs[0].shape == (1, 8) and torch.equal(outputs[0], outputs[1])

@@ -48,7 +48,11 @@ def test_collectives_move_data_between_ranks(workdir: Path) -> None:
     assert sorted(ranks) == [0, 1]
     for rank, r in ranks.items():
         assert (r["device"], r["backend"]) == (f"neuron:{rank}", "neuron")
-        assert r["all_reduce"] == [3.0, 3.0] and r["all_reduce_avg_bf16"] == [1.5, 1.5] and r["all_reduce_max"] == [2.0, 2.0]
+        assert (
+            r["all_reduce"] == [3.0, 3.0]
+            and r["all_reduce_avg_bf16"] == [1.5, 1.5]
+            and r["all_reduce_max"] == [2.0, 2.0]
+        )
         assert r["all_reduce_transposed"] == [[1.0, 5.0], [3.0, 7.0]]
         assert r["all_gather_into_tensor"] == [0.0, 0.0, 1.0, 1.0]
         assert r["all_gather"] == [[0.0, 0.0], [1.0, 1.0]]
@@ -62,8 +66,21 @@ def test_collectives_move_data_between_ranks(workdir: Path) -> None:
 
 
 def _ddp_fixture_args(out: Path) -> list[str]:
-    return [str(FIXTURES / "ddp_train_loop.expected.py"), "--model_name_or_path", "model", "--train_file", "train.txt",
-            "--output_dir", str(out), "--max_steps", "3", "--batch_size", "2", "--block_size", "16"]
+    return [
+        str(FIXTURES / "ddp_train_loop.expected.py"),
+        "--model_name_or_path",
+        "model",
+        "--train_file",
+        "train.txt",
+        "--output_dir",
+        str(out),
+        "--max_steps",
+        "3",
+        "--batch_size",
+        "2",
+        "--block_size",
+        "16",
+    ]
 
 
 def _check_ddp_run(stdout: str, out: Path) -> None:
@@ -89,8 +106,17 @@ def test_migrated_torch_xla_ddp_fixture_under_torchrun(workdir: Path) -> None:
     """The raw torch_xla DDP loop (``xm.optimizer_step``, ``MpDeviceLoader``, ``xmp.spawn``) ported."""
     out = workdir / "xla-ddp"
     out.mkdir()
-    args = [str(OPTIMUM_FIXTURES / "xla_ddp_mnist.expected.py"), "--samples", "256", "--batch_size", "32", "--log_steps", "1",
-            "--output_dir", str(out)]
+    args = [
+        str(OPTIMUM_FIXTURES / "xla_ddp_mnist.expected.py"),
+        "--samples",
+        "256",
+        "--batch_size",
+        "32",
+        "--log_steps",
+        "1",
+        "--output_dir",
+        str(out),
+    ]
     stdout = torchrun("probe.py", args, workdir).stdout
     ranks = _results(stdout, "RANK_WEIGHTS")
     assert {r: row["device"] for r, row in ranks.items()} == {0: "neuron:0", 1: "neuron:1"}
@@ -120,9 +146,26 @@ def test_fsdp2_shards_and_matches_single_process_training(workdir: Path) -> None
 
 def test_trl_sft_under_torchrun_saves_a_cpu_loadable_adapter(workdir: Path) -> None:
     out = workdir / "sft-torchrun"
-    result = torchrun("neuroncompat", [str(FIXTURES / "sft_lora.expected.py"), "--model_name_or_path", "model",
-                                       "--dataset_name", "train.jsonl", "--output_dir", str(out), "--max_steps", "2",
-                                       "--per_device_train_batch_size", "2", "--max_length", "64"], workdir, module=True)
+    result = torchrun(
+        "neuroncompat",
+        [
+            str(FIXTURES / "sft_lora.expected.py"),
+            "--model_name_or_path",
+            "model",
+            "--dataset_name",
+            "train.jsonl",
+            "--output_dir",
+            str(out),
+            "--max_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "2",
+            "--max_length",
+            "64",
+        ],
+        workdir,
+        module=True,
+    )
     assert losses(result.stdout) and all(math.isfinite(x) for x in losses(result.stdout))
     assert_adapter_trained_on_cpu(out, workdir / "model")
 
@@ -131,7 +174,9 @@ def test_tensor_parallel_load_and_greedy_generation(workdir: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     prompt = " ".join((workdir / "train.txt").read_text().split()[:5])
-    ranks = _results(torchrun("neuroncompat", [str(SCRIPTS / "tp_generate.py"), "model", prompt, "6"], workdir, module=True).stdout)
+    ranks = _results(
+        torchrun("neuroncompat", [str(SCRIPTS / "tp_generate.py"), "model", prompt, "6"], workdir, module=True).stdout
+    )
     for rank, r in ranks.items():
         assert r["sharded"] and r["device"] == f"neuron:{rank}"
         assert r["local_shape"][0] * 2 == r["full_shape"][0], "q_proj is split over the two ranks"
@@ -234,10 +279,31 @@ def test_two_nodes_of_two_processes_on_localhost(tmp_path: Path) -> None:
     """``torchrun --nnodes 2 --node_rank N`` twice, rendezvous on 127.0.0.1: 4 ranks, 2 cores per node."""
     port = str(free_port())
     launches = [
-        subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "2",
-                          "--node_rank", str(node), "--master_addr", "127.0.0.1", "--master_port", port,
-                          "-m", "neuroncompat", str(SCRIPTS / "collectives.py")],
-                         env=simulated_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes",
+                "2",
+                "--nproc_per_node",
+                "2",
+                "--node_rank",
+                str(node),
+                "--master_addr",
+                "127.0.0.1",
+                "--master_port",
+                port,
+                "-m",
+                "neuroncompat",
+                str(SCRIPTS / "collectives.py"),
+            ],
+            env=simulated_env(),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for node in (0, 1)
     ]
     outputs = [launch.communicate(timeout=600) for launch in launches]

@@ -50,11 +50,16 @@ def test_gap_trl_7664_static_cache_dtype_error(neuron: object, tiny_qwen: Path) 
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen, device_map="neuron")
-    with torch.autocast("neuron", dtype=torch.bfloat16), pytest.raises(
-        RuntimeError, match=r"index_copy_\(\): self and source expected to have the same dtype"
+    with (
+        torch.autocast("neuron", dtype=torch.bfloat16),
+        pytest.raises(RuntimeError, match=r"index_copy_\(\): self and source expected to have the same dtype"),
     ):
         model.generate(
-            **_prompts(tokenizer), max_new_tokens=4, do_sample=False, cache_implementation="static", disable_compile=True
+            **_prompts(tokenizer),
+            max_new_tokens=4,
+            do_sample=False,
+            cache_implementation="static",
+            disable_compile=True,
         )
 
 
@@ -86,12 +91,23 @@ def test_trainer_trains_and_saves_on_neuron(neuron: object, tiny_qwen: Path, tmp
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen)
     args = TrainingArguments(
-        output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=4, logging_steps=1, report_to=[], save_strategy="no", bf16=True
+        output_dir=str(tmp_path),
+        max_steps=3,
+        per_device_train_batch_size=4,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        bf16=True,
     )
     assert args.device == torch.device("neuron", 0)
     model = AutoModelForCausalLM.from_pretrained(tiny_qwen)
     before = model.lm_head.weight.detach().clone()
-    trainer = Trainer(model=model, args=args, train_dataset=_lm_dataset(tokenizer), data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False))
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=_lm_dataset(tokenizer),
+        data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False),
+    )
     result = trainer.train()
     assert result.global_step == 3 and torch.isfinite(torch.tensor(result.training_loss))
     assert {p.device for p in model.parameters()} == {torch.device("neuron", 0)}
@@ -104,7 +120,14 @@ def test_trainer_trains_and_saves_on_neuron(neuron: object, tiny_qwen: Path, tmp
 def test_sft_trainer_trains_and_saves_on_neuron(neuron: object, tiny_qwen: Path, tmp_path: Path) -> None:
     from trl import SFTConfig, SFTTrainer
 
-    args = SFTConfig(output_dir=str(tmp_path), max_steps=3, per_device_train_batch_size=2, logging_steps=1, report_to=[], save_strategy="no")
+    args = SFTConfig(
+        output_dir=str(tmp_path),
+        max_steps=3,
+        per_device_train_batch_size=2,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+    )
     assert args.device.type == "neuron"
     trainer = SFTTrainer(model=str(tiny_qwen), args=args, train_dataset=Dataset.from_dict({"text": sentences(12)}))
     assert trainer.args.pad_to_multiple_of == 128, "TRL pads to multiples of 128 on Neuron"
@@ -139,16 +162,29 @@ def test_trainer_compile_records_one_graph_per_padded_shape(
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen)
     args = TrainingArguments(
-        output_dir=str(tmp_path), max_steps=5, per_device_train_batch_size=2, report_to=[], save_strategy="no",
-        torch_compile=True, dataloader_drop_last=True, seed=7,
+        output_dir=str(tmp_path),
+        max_steps=5,
+        per_device_train_batch_size=2,
+        report_to=[],
+        save_strategy="no",
+        torch_compile=True,
+        dataloader_drop_last=True,
+        seed=7,
     )
     assert args.torch_compile_backend == "neuron"
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=False, pad_to_multiple_of=pad_to_multiple_of)
-    trainer = Trainer(model=AutoModelForCausalLM.from_pretrained(tiny_qwen), args=args, train_dataset=_lm_dataset(tokenizer), data_collator=collator)
+    trainer = Trainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_qwen),
+        args=args,
+        train_dataset=_lm_dataset(tokenizer),
+        data_collator=collator,
+    )
     trainer.train()
     shapes = _batch_shapes(trainer, 5)
     graphs = neuron.compiles()
-    batch_inputs = {spec.shape for g in graphs for spec in g.inputs if spec.dtype == "int64" and spec.shape and len(spec.shape) == 2}
+    batch_inputs = {
+        spec.shape for g in graphs for spec in g.inputs if spec.dtype == "int64" and spec.shape and len(spec.shape) == 2
+    }
     assert batch_inputs == shapes
     assert len(graphs) == len(shapes), [g.inputs for g in graphs]
     if pad_to_multiple_of == 128:

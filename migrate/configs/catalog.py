@@ -12,32 +12,50 @@ from migrate.rules.legacy_todos import TP_ADVICE
 
 TODO_TEXT = {
     "NM804": "NEURON_RT_VISIBLE_CORES={value} is set at run time: it names NeuronCores, not GPUs (under "
-             "LNC=2 GPU i is cores 2i,2i+1), and must be aligned pairs such as 0,1 / 2,3 / 0-3",
+    "LNC=2 GPU i is cores 2i,2i+1), and must be aligned pairs such as 0,1 / 2,3 / 0-3",
     "NM811": "DeepSpeed has no Neuron backend: use FSDP2 (ZeRO-3 -> full_shard with fsdp_version 2, "
-             "ZeRO-1/2 -> plain data parallel) launched by torchrun or accelerate launch",
+    "ZeRO-1/2 -> plain data parallel) launched by torchrun or accelerate launch",
     "NM812": "removed the neuron_parallel_compile prefix: native TorchNeuron compiles on first run, so this "
-             "line now trains for real; delete it if it was only a precompile pass before the real run",
+    "line now trains for real; delete it if it was only a precompile pass before the real run",
     "NM813": "optimum-cli export neuron is not needed: native TorchNeuron loads the Hugging Face checkpoint "
-             "directly (from_pretrained(model_id, device_map=\"neuron\")) and compiles on first run; load "
-             "the original model id instead of the exported directory",
+    'directly (from_pretrained(model_id, device_map="neuron")) and compiles on first run; load '
+    "the original model id instead of the exported directory",
     "NM814": "{names}: CUDA-only, does not build or run on Neuron ({action}); sdpa attention, bf16 weights "
-             "and model.generate take their place",
+    "and model.generate take their place",
     "NM815": "nvidia-smi has no Neuron equivalent for these options: list devices with neuron-ls, watch "
-             "utilisation with neuron-top",
+    "utilisation with neuron-top",
     "NM818": "torch_dtype is dtype in transformers 5 and TRL 1.x, which is set here too: keep one of them",
     "NM816": "tensor parallelism came from --tensor_parallel_size, which TrainingArguments rejects (removed "
-             "here): " + TP_ADVICE,
+    "here): " + TP_ADVICE,
     "NM816_UNSEEN": "--tensor_parallel_size {n} goes to a script named at run time: if it parses TrainingArguments "
-                    "(or Optimum's NeuronTrainingArguments), drop the flag and in the script " + TP_ADVICE,
+    "(or Optimum's NeuronTrainingArguments), drop the flag and in the script " + TP_ADVICE,
 }
 
 
-def _rule(id: str, name: str, language: str, summary: str, rationale: str, before: str, after: str,
-          todo: bool = False, safety_reason: str = "") -> Rule:
+def _rule(
+    id: str,
+    name: str,
+    language: str,
+    summary: str,
+    rationale: str,
+    before: str,
+    after: str,
+    todo: bool = False,
+    safety_reason: str = "",
+) -> Rule:
     """A config/launcher rule; it changes behaviour (is unsafe) exactly when a `safety_reason` says how."""
-    return Rule(id=id, name=name, summary=summary, rationale=rationale, before=before, after=after,
-                safety="unsafe" if safety_reason else "safe", safety_reason=safety_reason, todo=todo,
-                language=language)
+    return Rule(
+        id=id,
+        name=name,
+        summary=summary,
+        rationale=rationale,
+        before=before,
+        after=after,
+        safety="unsafe" if safety_reason else "safe",
+        safety_reason=safety_reason,
+        todo=todo,
+        language=language,
+    )
 
 
 def _todo(rule_id: str, text: str) -> str:
@@ -46,7 +64,9 @@ def _todo(rule_id: str, text: str) -> str:
 
 RULES: tuple[Rule, ...] = (
     _rule(
-        "NM801", "accelerate-multi-neuron", "yaml",
+        "NM801",
+        "accelerate-multi-neuron",
+        "yaml",
         "accelerate config `distributed_type: MULTI_GPU` -> `MULTI_NEURON`.",
         "accelerate 1.15 has `DistributedType.MULTI_NEURON` (backend `neuron`); `MULTI_GPU` asks for "
         "NCCL and CUDA devices. Only files that look like accelerate configs (`distributed_type` "
@@ -55,7 +75,9 @@ RULES: tuple[Rule, ...] = (
         "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_NEURON  # 8 GPUs\nnum_processes: 8\n",
     ),
     _rule(
-        "NM802", "config-bf16", "yaml",
+        "NM802",
+        "config-bf16",
+        "yaml",
         "fp16 -> bf16 in configs: accelerate `mixed_precision: fp16`, recipe `fp16: true`.",
         "Trainium computes in bf16; the fp16 path needs a GradScaler whose Neuron support is "
         "unconfirmed. In a recipe `fp16` is renamed to `bf16` (or, when `bf16` is there too, "
@@ -65,7 +87,9 @@ RULES: tuple[Rule, ...] = (
         safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics and loss curves change",
     ),
     _rule(
-        "NM803", "visible-cores", "shell",
+        "NM803",
+        "visible-cores",
+        "shell",
         "`CUDA_VISIBLE_DEVICES` -> `NEURON_RT_VISIBLE_CORES`, GPU i -> NeuronCores 2i,2i+1.",
         "The Neuron runtime ignores `CUDA_VISIBLE_DEVICES`. Under the default LNC=2 a logical "
         "NeuronCore is the physical pair 2i,2i+1, so one GPU becomes one aligned pair (LNC=1 in the "
@@ -74,7 +98,9 @@ RULES: tuple[Rule, ...] = (
         "NEURON_RT_VISIBLE_CORES=0-3 torchrun --nproc_per_node=2 train.py\n",
     ),
     _rule(
-        "NM804", "aligned-cores", "shell",
+        "NM804",
+        "aligned-cores",
+        "shell",
         "TODO: a NeuronCore set that is not aligned pairs, or that cannot be checked.",
         "Under LNC=2 the runtime only accepts sets of whole pairs {2k, 2k+1} (`0,1`, `2,3`, `0-3`; not "
         "`1,2`). accelerate copies `gpu_ids` (config or `--gpu_ids`) into `NEURON_RT_VISIBLE_CORES` "
@@ -82,14 +108,19 @@ RULES: tuple[Rule, ...] = (
         "time cannot be checked and gets the same TODO. The set is never changed silently: that "
         "would change which cores run.",
         "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
-        _todo("NM804", "NEURON_RT_VISIBLE_CORES=1,2: 1,2 is not a set of aligned core pairs: under LNC=2 (the "
-              "default) each logical NeuronCore is the physical pair 2k,2k+1 and 1, 2 lack their partner; "
-              "use 0,1 or 2,3 (one logical core each) or 0-3 (two)")
+        _todo(
+            "NM804",
+            "NEURON_RT_VISIBLE_CORES=1,2: 1,2 is not a set of aligned core pairs: under LNC=2 (the "
+            "default) each logical NeuronCore is the physical pair 2k,2k+1 and 1, 2 lack their partner; "
+            "use 0,1 or 2,3 (one logical core each) or 0-3 (two)",
+        )
         + "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
         todo=True,
     ),
     _rule(
-        "NM805", "config-sdpa", "yaml",
+        "NM805",
+        "config-sdpa",
+        "yaml",
         "Recipe `attn_implementation: flash_attention_2` -> `sdpa` (also nested, e.g. `model_init_kwargs`); Liger off.",
         "flash-attn and Liger's Triton kernels are CUDA-only; `sdpa` lowers to ATen scaled-dot-product "
         "attention, which TorchNeuron provides, and without Liger TRL uses the plain PyTorch loss. The same "
@@ -99,17 +130,21 @@ RULES: tuple[Rule, ...] = (
         "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: sdpa\noutput_dir: out\n",
     ),
     _rule(
-        "NM818", "config-dtype-key", "yaml",
+        "NM818",
+        "config-dtype-key",
+        "yaml",
         "Recipe `torch_dtype:` -> `dtype:` (also nested, e.g. `model_init_kwargs`).",
         "transformers 5 renamed the loading argument and TRL 1.x's `ModelConfig` followed, so "
-        "`TrlParser` rejects a recipe with a top-level `torch_dtype` (\"Unknown arguments from config "
-        "file\"); nested in `model_init_kwargs` it still loads, with a deprecation warning. As NM203 "
+        '`TrlParser` rejects a recipe with a top-level `torch_dtype` ("Unknown arguments from config '
+        'file"); nested in `model_init_kwargs` it still loads, with a deprecation warning. As NM203 '
         "does for Python. Where the mapping already has `dtype`, a TODO instead.",
         "model_name_or_path: Qwen/Qwen3-0.6B\ntorch_dtype: bfloat16\noutput_dir: out\n",
         "model_name_or_path: Qwen/Qwen3-0.6B\ndtype: bfloat16\noutput_dir: out\n",
     ),
     _rule(
-        "NM806", "config-no-bnb", "yaml",
+        "NM806",
+        "config-no-bnb",
+        "yaml",
         "Recipe `load_in_4bit: true` / `load_in_8bit: true` -> `false`.",
         "bitsandbytes kernels are CUDA-only; the model loads in bf16 instead (about 4x the 4-bit "
         "weight memory), as NM209 does for Python, and the NM908 TODO above the key says so.",
@@ -118,7 +153,9 @@ RULES: tuple[Rule, ...] = (
         safety_reason="the model loads unquantized in bf16: about 2-4x the weight memory, and numerics differ",
     ),
     _rule(
-        "NM807", "config-no-vllm", "yaml",
+        "NM807",
+        "config-no-vllm",
+        "yaml",
         "Recipe `use_vllm: true` -> `false` plus `cache_implementation: static`.",
         "vLLM does not run inside a TorchNeuron process; GRPO/RLOO then generate with "
         "`model.generate`, and a static cache keeps its shapes fixed for the compiler (NM303 in Python).",
@@ -127,7 +164,9 @@ RULES: tuple[Rule, ...] = (
         safety_reason="generation moves from vLLM to `model.generate`: slower, and sampled completions differ",
     ),
     _rule(
-        "NM808", "config-drift-keys", "yaml",
+        "NM808",
+        "config-drift-keys",
+        "yaml",
         "Recipe keys transformers 5 / TRL 1.x renamed or removed: `evaluation_strategy:` -> `eval_strategy:`, "
         "`max_seq_length:` -> `max_length:`, `overwrite_output_dir:` and `logging_dir:` removed, ...",
         "The NM7xx table (`drift.FIELDS`) applied to recipe keys, which `TrlParser` and "
@@ -141,7 +180,9 @@ RULES: tuple[Rule, ...] = (
         safety_reason="removed keys (`logging_dir`, `max_prompt_length`, ...) no longer take effect",
     ),
     _rule(
-        "NM809", "config-no-tf32", "yaml",
+        "NM809",
+        "config-no-tf32",
+        "yaml",
         "Recipe `tf32: true` is commented out.",
         "`TrainingArguments(tf32=True)` raises on any non-CUDA host. The line is kept as a comment, "
         "so the setting is visible in review.",
@@ -149,7 +190,9 @@ RULES: tuple[Rule, ...] = (
         "output_dir: out\n# tf32: true  # neuron-migrate NM809: tf32 is CUDA-only\n",
     ),
     _rule(
-        "NM810", "launch-bf16", "shell",
+        "NM810",
+        "launch-bf16",
+        "shell",
         "Launch lines: `--fp16` -> `--bf16`, `--mixed_precision fp16` -> `bf16`.",
         "The same precision change as NM201 for arguments given on the command line of python, "
         "torchrun, accelerate launch and friends. `--fp16 False` and lines that already pass "
@@ -159,7 +202,9 @@ RULES: tuple[Rule, ...] = (
         safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics and loss curves change",
     ),
     _rule(
-        "NM811", "deepspeed-launch", "shell",
+        "NM811",
+        "deepspeed-launch",
+        "shell",
         "TODO: the `deepspeed` launcher, `--deepspeed` configs, accelerate `distributed_type: DEEPSPEED`.",
         "DeepSpeed has no Neuron accelerator and the accelerate wizard refuses it on Neuron; the ZeRO "
         "stage decides the FSDP2 replacement, which needs a person.",
@@ -168,7 +213,9 @@ RULES: tuple[Rule, ...] = (
         todo=True,
     ),
     _rule(
-        "NM812", "parallel-compile-prefix", "shell",
+        "NM812",
+        "parallel-compile-prefix",
+        "shell",
         "Optimum Neuron's `neuron_parallel_compile` prefix is removed (noted in the report).",
         "It ran a graph-extraction pass to fill the XLA compile cache. Native TorchNeuron runs eagerly "
         "and `torch.compile` compiles on first call, so the prefix has nothing to do; the command "
@@ -178,9 +225,11 @@ RULES: tuple[Rule, ...] = (
         safety_reason="the command after the prefix now trains for real instead of only extracting graphs",
     ),
     _rule(
-        "NM813", "optimum-export", "shell",
+        "NM813",
+        "optimum-export",
+        "shell",
         "TODO: `optimum-cli export neuron` is not needed.",
-        "Native TorchNeuron loads the Hugging Face checkpoint itself (`device_map=\"neuron\"`) and "
+        'Native TorchNeuron loads the Hugging Face checkpoint itself (`device_map="neuron"`) and '
         "compiles on first run; the exported directory's later uses must point at the original model "
         "id, which only a person can connect.",
         "optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",
@@ -189,7 +238,9 @@ RULES: tuple[Rule, ...] = (
         todo=True,
     ),
     _rule(
-        "NM814", "cuda-pip-packages", "shell",
+        "NM814",
+        "cuda-pip-packages",
+        "shell",
         "CUDA-only packages (flash-attn, bitsandbytes, vllm, xformers, ...) leave `pip install` lines.",
         "They fail to build or import without CUDA. Other packages on the line stay; a line left "
         "with nothing to install is commented out. Also applies to notebook `!pip`/`%pip` magics.",
@@ -198,7 +249,9 @@ RULES: tuple[Rule, ...] = (
         + "pip install -U transformers\n",
     ),
     _rule(
-        "NM815", "nvidia-smi", "shell",
+        "NM815",
+        "nvidia-smi",
+        "shell",
         "`nvidia-smi` -> `neuron-ls`; with options, a TODO.",
         "neuron-ls lists the Neuron devices and cores; nvidia-smi's query options have no "
         "one-to-one equivalent (neuron-top shows utilisation).",
@@ -206,7 +259,9 @@ RULES: tuple[Rule, ...] = (
         "neuron-ls\n",
     ),
     _rule(
-        "NM816", "optimum-launch-flags", "shell",
+        "NM816",
+        "optimum-launch-flags",
+        "shell",
         "Launch lines: Optimum's Neuron-only training flags (`--tensor_parallel_size`, `--zero_1`, `--async_save`, "
         "...) are removed, each noted.",
         "Once the script's `NeuronTrainingArguments` is `TrainingArguments` (NM501), `HfArgumentParser` rejects "
@@ -220,11 +275,14 @@ RULES: tuple[Rule, ...] = (
         "TrainingArguments takes (`--do_train`, `--per_device_train_batch_size`, ...), so a vLLM script's own "
         "`--tensor_parallel_size` stays.",
         "torchrun --nproc_per_node 32 train.py --do_train --tensor_parallel_size 8 --async_save --output_dir out\n",
-        _todo("NM816", TODO_TEXT["NM816"].format(n="8")) + "torchrun --nproc_per_node 32 train.py --do_train --output_dir out\n",
+        _todo("NM816", TODO_TEXT["NM816"].format(n="8"))
+        + "torchrun --nproc_per_node 32 train.py --do_train --output_dir out\n",
         safety_reason="the dropped Neuron-only features (ZeRO-1, async save, fused QKV, ...) no longer take effect",
     ),
     _rule(
-        "NM817", "drift-launch-flags", "shell",
+        "NM817",
+        "drift-launch-flags",
+        "shell",
         "Launch lines: training flags transformers 5 / TRL 1.x renamed or removed (`--evaluation_strategy` -> "
         "`--eval_strategy`, `--overwrite_output_dir` and `--logging_dir` removed, ...).",
         "The NM7xx table on the command line, where `HfArgumentParser` and `TrlParser` reject the old names. "

@@ -20,12 +20,42 @@ _GPU_WORDS = re.compile(r"gpu|a100|h100|h200|v100|a10g?\b|l4\b|l40|t4\b|rtx|tesl
 _GPU_ONLY_OPTIONS = ("--gpu-bind", "--gpu-freq", "--mem-per-gpu", "--cpus-per-gpu", "--ntasks-per-gpu")
 _PLACEMENT = ("--constraint", "-C", "--partition", "-p", "--qos", "-q", "--account", "-A")
 # srun options whose value is the next word when written without `=`
-_SRUN_VALUED = frozenset({
-    "-N", "-n", "-c", "-w", "-p", "-t", "-J", "-o", "-e", "-A", "-G", "--nodes", "--ntasks", "--ntasks-per-node",
-    "--cpus-per-task", "--nodelist", "--partition", "--time", "--job-name", "--output", "--error", "--account",
-    "--gres", "--gpus", "--gpus-per-node", "--container-image", "--container-mounts", "--mpi", "--export",
-    "--kill-on-bad-exit", "--distribution", "-m",
-})
+_SRUN_VALUED = frozenset(
+    {
+        "-N",
+        "-n",
+        "-c",
+        "-w",
+        "-p",
+        "-t",
+        "-J",
+        "-o",
+        "-e",
+        "-A",
+        "-G",
+        "--nodes",
+        "--ntasks",
+        "--ntasks-per-node",
+        "--cpus-per-task",
+        "--nodelist",
+        "--partition",
+        "--time",
+        "--job-name",
+        "--output",
+        "--error",
+        "--account",
+        "--gres",
+        "--gpus",
+        "--gpus-per-node",
+        "--container-image",
+        "--container-mounts",
+        "--mpi",
+        "--export",
+        "--kill-on-bad-exit",
+        "--distribution",
+        "-m",
+    }
+)
 _NPROC = ("--nproc_per_node", "--nproc-per-node")
 _CACHE_FLAGS = ("--cache_dir", "--cache-dir")
 _DECLARE = frozenset({"export", "declare", "typeset", "local", "readonly"})
@@ -91,7 +121,7 @@ def assignments(command: Command) -> list[Word]:
     program = command.program()
     found = [w for w in words[: program if program is not None else len(words)] if is_assignment(w.raw)]
     if program is not None and words[program].raw in _DECLARE:
-        found += [w for w in words[program + 1:] if is_assignment(w.raw)]
+        found += [w for w in words[program + 1 :] if is_assignment(w.raw)]
     return found
 
 
@@ -134,9 +164,16 @@ def module_load(changes: Changes, literals: list[str | None], anchor: int) -> No
     if literals[:1] in (["load"], ["add"]):
         cuda = [m for m in literals[1:] if m and _CUDA_MODULE.match(m)]
         if cuda:
-            changes.todo("NM820", anchor, TODO_TEXT["NM820"].replace("name the partition or constraint of your "
-                         "Trainium (trn2) nodes instead", "load the Neuron SDK's environment instead, or delete it")
-                         .format(line="module load " + " ".join(cuda)))
+            changes.todo(
+                "NM820",
+                anchor,
+                TODO_TEXT["NM820"]
+                .replace(
+                    "name the partition or constraint of your Trainium (trn2) nodes instead",
+                    "load the Neuron SDK's environment instead, or delete it",
+                )
+                .format(line="module load " + " ".join(cuda)),
+            )
 
 
 def optimum_cli(changes: Changes, literals: list[str | None], anchor: int) -> None:
@@ -162,25 +199,35 @@ def _cc_flags(changes: Changes, word: Word, value: str, anchor: int) -> None:
         if flag in _CACHE_FLAGS:
             cache = flag_value if eq else (tokens[i + 1] if i + 1 < len(tokens) else "")
             i += 1 if eq else 2
-            changes.note("NM823", word.start, f"{flag} {cache}: the NEFF cache directory is now {NEFF_CACHE_ENV}",
-                         anchor=anchor)
+            changes.note(
+                "NM823", word.start, f"{flag} {cache}: the NEFF cache directory is now {NEFF_CACHE_ENV}", anchor=anchor
+            )
             continue
         if flag == "--retry_failed_compilation":
-            changes.note("NM823", word.start, f"removed {flag}: an option of torch_xla's compile cache, "
-                         "which native TorchNeuron does not have", anchor=anchor)
+            changes.note(
+                "NM823",
+                word.start,
+                f"removed {flag}: an option of torch_xla's compile cache, which native TorchNeuron does not have",
+                anchor=anchor,
+            )
         else:
             kept.append(tokens[i])
             if tokens[i].startswith("-"):
-                changes.note("NM823", word.start, f"{tokens[i]}: still passed to neuronx-cc; check that it "
-                             "applies to TorchNeuron's graphs", anchor=anchor)
+                changes.note(
+                    "NM823",
+                    word.start,
+                    f"{tokens[i]}: still passed to neuronx-cc; check that it applies to TorchNeuron's graphs",
+                    anchor=anchor,
+                )
         i += 1
     if len(kept) == len(tokens) or not changes.enabled("NM823"):
         return
     moved = f" {NEFF_CACHE_ENV}={cache}" if cache else ""
     if kept:
         quote = value[:1] if value[:1] in "'\"" else '"'
-        changes.replace("NM823", value_word.start, value_word.end, f"{quote}{' '.join(kept)}{quote}{moved}",
-                        anchor=anchor)
+        changes.replace(
+            "NM823", value_word.start, value_word.end, f"{quote}{' '.join(kept)}{quote}{moved}", anchor=anchor
+        )
     else:
         changes.replace("NM823", word.start, word.end, moved.strip() or 'NEURON_CC_FLAGS=""', anchor=anchor)
 
@@ -190,8 +237,9 @@ def _cache_url(changes: Changes, word: Word, value: str, anchor: int) -> None:
     literal = Word(word.start, word.end, value).literal
     if literal and "://" not in literal:
         if changes.enabled("NM824"):
-            changes.replace("NM824", word.start, word.start + len("NEURON_COMPILE_CACHE_URL"), NEFF_CACHE_ENV,
-                            anchor=anchor)
+            changes.replace(
+                "NM824", word.start, word.start + len("NEURON_COMPILE_CACHE_URL"), NEFF_CACHE_ENV, anchor=anchor
+            )
     else:
         what = "an S3 bucket" if literal and literal.startswith("s3://") else "a remote cache"
         message = TODO_TEXT["NM824"].format(name="NEURON_COMPILE_CACHE_URL", value=value, what=what)

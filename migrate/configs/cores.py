@@ -66,6 +66,8 @@ def gpu_ids_problem(value: str, processes: int | None) -> str | None:
         return f"accelerate copies gpu_ids into NEURON_RT_VISIBLE_CORES: {problem}"
     if processes is not None and len(found) // 2 < processes:
         wanted = render(list(range(2 * processes)))
-        return (f"gpu_ids {value} is {len(found) // 2} logical NeuronCore(s) under LNC=2 but num_processes is "
-                f"{processes}; accelerate copies gpu_ids into NEURON_RT_VISIBLE_CORES, use {wanted}")
+        return (
+            f"gpu_ids {value} is {len(found) // 2} logical NeuronCore(s) under LNC=2 but num_processes is "
+            f"{processes}; accelerate copies gpu_ids into NEURON_RT_VISIBLE_CORES, use {wanted}"
+        )
     return None

@@ -91,8 +91,11 @@ class Changes:
         done: set[tuple[int, str, str]] = set()
         for offset, rule, message in self.todos:
             start = self.line_start(offset)
-            if (_off(skips, self.line_of(start), rule) or (start, rule, message) in done
-                    or rule in self._tags_above(start)):
+            if (
+                _off(skips, self.line_of(start), rule)
+                or (start, rule, message) in done
+                or rule in self._tags_above(start)
+            ):
                 continue
             done.add((start, rule, message))
             blanks = re.match(r"[ \t]*", self.text[start:])
@@ -110,7 +113,7 @@ class Changes:
         for edit in pieces:
             if edit.start < position:
                 raise AssertionError(f"overlapping edits at offset {edit.start} ({edit.rule})")
-            out.append(self.text[position:edit.start])
+            out.append(self.text[position : edit.start])
             out.append(edit.text)
             position = edit.end
         out.append(self.text[position:])

@@ -109,11 +109,13 @@ def _env(changes: Changes, items: SequenceNode) -> None:
                     start, end = start + 1, end - 1
                 changes.replace("NM824", start, end, "TORCH_NEURONX_NEFF_CACHE_DIR")
             else:
-                changes.todo("NM824", at, CLUSTER_TODO["NM824"].format(name=name.value, value=shown,
-                                                                       what="a remote cache"))
+                changes.todo(
+                    "NM824", at, CLUSTER_TODO["NM824"].format(name=name.value, value=shown, what="a remote cache")
+                )
         elif name.value == "CUSTOM_CACHE_REPO":
-            changes.todo("NM824", at, CLUSTER_TODO["NM824"].format(name=name.value, value=shown,
-                                                                   what="a Hub repository"))
+            changes.todo(
+                "NM824", at, CLUSTER_TODO["NM824"].format(name=name.value, value=shown, what="a Hub repository")
+            )
         elif name.value == "NEURON_CC_FLAGS":
             changes.todo("NM823", at, CLUSTER_TODO["NM823"].replace("is computed at run time", "is set here"))
         elif name.value in ("NEURON_PARALLEL_COMPILE", "NEURON_EXTRACT_GRAPHS_ONLY"):
@@ -153,8 +155,7 @@ class _Text:
         covered = [item for item in self.items if start <= item[0] and item[1] <= end]
         if not covered or any(delete is None for _, _, delete in covered):
             return None
-        rest = [c for i, c in enumerate(self.text[start:end], start)
-                if not any(a <= i < b for a, b, _ in covered)]
+        rest = [c for i, c in enumerate(self.text[start:end], start) if not any(a <= i < b for a, b, _ in covered)]
         return [delete for _, _, delete in covered] if not "".join(rest).strip() else None  # type: ignore[misc]
 
 
@@ -169,7 +170,7 @@ def _scalar_text(changes: Changes, node: ScalarNode) -> tuple[str, list[int]] | 
     if node.style == "|":
         where: list[int] = []
         body = raw.find("\n") + 1
-        lines = changes.text[start + body:end].split("\n")
+        lines = changes.text[start + body : end].split("\n")
         indent = min((len(line) - len(line.lstrip(" ")) for line in lines if line.strip()), default=0)
         offset, text = start + body, ""
         for line in lines:
@@ -177,7 +178,7 @@ def _scalar_text(changes: Changes, node: ScalarNode) -> tuple[str, list[int]] | 
             text += content + "\n"
             where += list(range(offset + indent, offset + indent + len(content))) + [offset + len(line)]
             offset += len(line) + 1
-        text, where = text[:len(node.value)], where[:len(node.value)]
+        text, where = text[: len(node.value)], where[: len(node.value)]
         return (text, where) if text == node.value else None
     return None
 
@@ -222,11 +223,12 @@ def _item_deletion(changes: Changes, items: list[ScalarNode], i: int) -> tuple[i
     start, end = item.start_mark.index, item.end_mark.index
     line = changes.line_start(start)
     if changes.text[line:start].strip() == "-" and changes.line_end(end) == changes.text.find("\n", end) - (
-            changes.text[changes.text.find("\n", end) - 1] == "\r"):
+        changes.text[changes.text.find("\n", end) - 1] == "\r"
+    ):
         after = changes.text.find("\n", end)
         return line, after + 1
     before = changes.text.rfind(",", 0, start)
-    if i > 0 and before > items[i - 1].end_mark.index - 1 and not changes.text[before + 1:start].strip():
+    if i > 0 and before > items[i - 1].end_mark.index - 1 and not changes.text[before + 1 : start].strip():
         return before, end
     return None
 
@@ -257,7 +259,7 @@ def _run_shell(changes: Changes, text: _Text, anchor: int) -> None:
             for start, end in deletion:
                 changes.replace(edit.rule, start, end, "", anchor=anchor)
         elif edit.text == "":
-            changes.todo(edit.rule, anchor, f"remove {text.text[edit.start:edit.end].strip()} from this command line")
+            changes.todo(edit.rule, anchor, f"remove {text.text[edit.start : edit.end].strip()} from this command line")
     for _, rule, message in inner.todos:
         changes.todo(rule, anchor, message)
     for _, finding in inner.remarks:

@@ -31,33 +31,102 @@ CUDA_ENV, CORES_ENV = "CUDA_VISIBLE_DEVICES", "NEURON_RT_VISIBLE_CORES"
 _EXPANSION = re.compile(r"\$\{?CUDA_VISIBLE_DEVICES\b")
 _DECLARE = frozenset({"export", "declare", "typeset", "local", "readonly"})
 # commands whose `--fp16`/`--mixed_precision fp16` arguments configure a training run
-_LAUNCHERS = frozenset({"python", "python3", "torchrun", "accelerate", "deepspeed", "bash", "sh", "srun",
-                        "mpirun", "uv", "trl", "llamafactory-cli"})
-CUDA_ONLY_PACKAGES = frozenset({
-    "flash-attn", "flash-attn-3", "flashinfer-python", "bitsandbytes", "vllm", "xformers", "unsloth",
-    "unsloth-zoo", "liger-kernel", "deepspeed", "triton", "auto-gptq", "autoawq", "gptqmodel", "apex",
-    "mamba-ssm", "causal-conv1d",
-})
-_PIP_VALUE_OPTIONS = frozenset({
-    "-r", "--requirement", "-c", "--constraint", "-e", "--editable", "-i", "--index-url",
-    "--extra-index-url", "-f", "--find-links", "-t", "--target", "--prefix", "--root", "--platform",
-    "--python-version", "--implementation", "--abi", "--upgrade-strategy", "--cache-dir", "--src",
-})
+_LAUNCHERS = frozenset(
+    {
+        "python",
+        "python3",
+        "torchrun",
+        "accelerate",
+        "deepspeed",
+        "bash",
+        "sh",
+        "srun",
+        "mpirun",
+        "uv",
+        "trl",
+        "llamafactory-cli",
+    }
+)
+CUDA_ONLY_PACKAGES = frozenset(
+    {
+        "flash-attn",
+        "flash-attn-3",
+        "flashinfer-python",
+        "bitsandbytes",
+        "vllm",
+        "xformers",
+        "unsloth",
+        "unsloth-zoo",
+        "liger-kernel",
+        "deepspeed",
+        "triton",
+        "auto-gptq",
+        "autoawq",
+        "gptqmodel",
+        "apex",
+        "mamba-ssm",
+        "causal-conv1d",
+    }
+)
+_PIP_VALUE_OPTIONS = frozenset(
+    {
+        "-r",
+        "--requirement",
+        "-c",
+        "--constraint",
+        "-e",
+        "--editable",
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+        "-t",
+        "--target",
+        "--prefix",
+        "--root",
+        "--platform",
+        "--python-version",
+        "--implementation",
+        "--abi",
+        "--upgrade-strategy",
+        "--cache-dir",
+        "--src",
+    }
+)
 _PACKAGE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 # Launchers whose script arguments NM816/NM817 clean, and TRL's training commands (`trl sft ...`,
 # or its scripts run directly) with the config class their TrlParser fills.
 _TRAINING_LAUNCHERS = frozenset({"python", "python3", "torchrun", "accelerate", "trl"})
-_TRL_CONFIGS = {"sft": "SFTConfig", "dpo": "DPOConfig", "grpo": "GRPOConfig", "kto": "KTOConfig",
-                "reward": "RewardConfig", "rloo": "RLOOConfig", "distillation": "DistillationConfig"}
+_TRL_CONFIGS = {
+    "sft": "SFTConfig",
+    "dpo": "DPOConfig",
+    "grpo": "GRPOConfig",
+    "kto": "KTOConfig",
+    "reward": "RewardConfig",
+    "rloo": "RLOOConfig",
+    "distillation": "DistillationConfig",
+}
 _TRL_SCRIPT = re.compile(r"(?:^|/)trl/scripts/(\w+)\.py$")
 # Flags only a script that parses TrainingArguments (or Optimum's copy) takes. A launch line
 # with none of them runs some other CLI, whose own `--logging_dir` (diffusers) or
 # `--tensor_parallel_size` (a vLLM script) must stay.
-_TRAINING_MARKERS = frozenset({
-    "per_device_train_batch_size", "per_device_eval_batch_size", "do_train", "do_eval", "do_predict",
-    "overwrite_output_dir", "evaluation_strategy", "eval_strategy", "save_strategy", "logging_strategy",
-    "zero_1", "skip_cache_push",
-})
+_TRAINING_MARKERS = frozenset(
+    {
+        "per_device_train_batch_size",
+        "per_device_eval_batch_size",
+        "do_train",
+        "do_eval",
+        "do_predict",
+        "overwrite_output_dir",
+        "evaluation_strategy",
+        "eval_strategy",
+        "save_strategy",
+        "logging_strategy",
+        "zero_1",
+        "skip_cache_push",
+    }
+)
 _REDIRECTION = re.compile(r"\d*(?:[<>]|&>)")
 _NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?")
 _TRUE, _FALSE = frozenset({"yes", "true", "t", "y", "1"}), frozenset({"no", "false", "f", "n", "0"})
@@ -114,7 +183,7 @@ def shell_rules(changes: Changes, view: str | None = None, cluster: bool | None 
             if program == len(command.words):
                 continue
             name = command.words[program].literal
-        args = command.words[program + 1:]
+        args = command.words[program + 1 :]
         literals = [w.literal for w in args]
         if name == "deepspeed" or any(a and a.split("=")[0] in ("--deepspeed", "--use_deepspeed") for a in literals):
             _todo(changes, "NM811", command, TODO_TEXT["NM811"])
@@ -124,8 +193,14 @@ def shell_rules(changes: Changes, view: str | None = None, cluster: bool | None 
             cluster_shell.optimum_cli(changes, literals, _logical_start(changes, command.start))
         if name == "module":
             cluster_shell.module_load(changes, literals, _logical_start(changes, command.start))
-        if cluster and pinned is None and (name == "torchrun" or literals[:2] in (["-m", "torch.distributed.run"],
-                                                              ["-m", "torch.distributed.launch"])):
+        if (
+            cluster
+            and pinned is None
+            and (
+                name == "torchrun"
+                or literals[:2] in (["-m", "torch.distributed.run"], ["-m", "torch.distributed.launch"])
+            )
+        ):
             cluster_shell.processes_per_node(changes, _logical_start(changes, command.start), args)
         if name == "accelerate" and literals[:1] == ["launch"]:
             _gpu_ids(changes, command, args)
@@ -149,7 +224,7 @@ def _visible_cores(changes: Changes, command: Command, lnc: int) -> None:
     program = command.program()
     assignments = [w for w in words[: program if program is not None else len(words)] if is_assignment(w.raw)]
     if program is not None and words[program].raw in _DECLARE:
-        assignments += [w for w in words[program + 1:] if is_assignment(w.raw) or w.raw == CUDA_ENV]
+        assignments += [w for w in words[program + 1 :] if is_assignment(w.raw) or w.raw == CUDA_ENV]
     for word in assignments:
         name, _, value = word.raw.partition("=")
         value_word = Word(word.start + len(name) + 1, word.end, value)
@@ -160,8 +235,13 @@ def _visible_cores(changes: Changes, command: Command, lnc: int) -> None:
             gpus = cores.parse(value_word.literal or "") if value else None
             if gpus is not None:
                 inner = 1 if value[:1] in "'\"" else 0
-                changes.replace("NM803", value_word.start + inner, value_word.end - inner, cores.from_gpus(gpus, lnc),
-                                anchor=word.start)
+                changes.replace(
+                    "NM803",
+                    value_word.start + inner,
+                    value_word.end - inner,
+                    cores.from_gpus(gpus, lnc),
+                    anchor=word.start,
+                )
             elif value:
                 _todo(changes, "NM804", command, TODO_TEXT["NM804"].format(value=value))
         elif name == CORES_ENV and value_word.literal:
@@ -293,7 +373,7 @@ def _training_flags(changes: Changes, command: Command, launcher: str, program: 
     Only lines whose script parses TrainingArguments, as far as the line shows: TRL's training
     commands, a `neuron_parallel_compile` run, or a flag only TrainingArguments has.
     """
-    script = _script(launcher, command.words[program + 1:])
+    script = _script(launcher, command.words[program + 1 :])
     if script is None:
         _unseen_tensor_parallel(changes, command, program)
     if script is None or not (changes.enabled("NM816") or changes.enabled("NM817")):
@@ -318,7 +398,7 @@ def _training_flags(changes: Changes, command: Command, launcher: str, program: 
 
 def _unseen_tensor_parallel(changes: Changes, command: Command, program: int) -> None:
     """NM816: `--tensor_parallel_size N` for a script named at run time (`"$TRAIN_SCRIPT"`): a TODO, the flag stays."""
-    words = command.words[program + 1:]
+    words = command.words[program + 1 :]
     named_at_run_time = any(
         word.literal is None and not word.raw.startswith("-") and (i == 0 or not words[i - 1].raw.startswith("-"))
         for i, word in enumerate(words)
@@ -336,7 +416,7 @@ def _optimum_flag(changes: Changes, command: Command, flag: _Flag, anchor: int) 
     start, end = words[flag.first - 1].end, words[flag.last].end
     if not changes.untouched(start, end):
         return
-    shown = changes.text[words[flag.first].start:end]
+    shown = changes.text[words[flag.first].start : end]
     setting = flag.setting(ARGUMENT_FIELDS[flag.name])
     changes.replace("NM816", start, end, "", anchor=anchor)
     if flag.name == "tensor_parallel_size":
@@ -356,14 +436,14 @@ def _drift_flag(changes: Changes, command: Command, flag: _Flag, anchor: int) ->
     removed = DRIFT[flag.name]
     words = command.words
     word, end = words[flag.first], words[flag.last].end
-    shown = changes.text[word.start:end]
+    shown = changes.text[word.start : end]
     setting = flag.setting(removed.bool_field)
     if removed.new is None or (removed.on_value is not None and setting == "False"):
         if changes.untouched(words[flag.first - 1].end, end):
             changes.replace("NM817", words[flag.first - 1].end, end, "", anchor=anchor)
             changes.note("NM817", word.start, f"removed {shown}: {removed.why}", anchor=anchor)
     elif removed.on_value is None:
-        spelled = word.raw[2:2 + len(flag.name)]
+        spelled = word.raw[2 : 2 + len(flag.name)]
         if word.raw.startswith("--") and spelled.replace("-", "_") == flag.name:  # not quoted
             new = removed.new.replace("_", "-") if "-" in spelled else removed.new
             changes.replace("NM817", word.start + 2, word.start + 2 + len(spelled), new, anchor=anchor)
@@ -421,7 +501,9 @@ def _flags(words: tuple[Word, ...], first: int) -> list[_Flag]:
             continue
         if "=" in word.raw:
             raw = word.raw.partition("=")[2]
-            found.append(_Flag(field, i, i, word.literal.partition("=")[2] if word.literal is not None else None, raw, negated))
+            found.append(
+                _Flag(field, i, i, word.literal.partition("=")[2] if word.literal is not None else None, raw, negated)
+            )
         elif negated or (is_bool and not _takes_value(words, i + 1, is_bool)):
             found.append(_Flag(field, i, i, "", "", negated))
         elif _takes_value(words, i + 1, is_bool):
@@ -446,7 +528,11 @@ def _pip(changes: Changes, command: Command, program: int, everything: list[Comm
     rest = literals[program:]
     if rest[:2] in (["pip", "install"], ["pip3", "install"]):
         first = program + 2
-    elif rest[:4] in (["python", "-m", "pip", "install"], ["python3", "-m", "pip", "install"]) or rest[:3] == ["uv", "pip", "install"]:
+    elif rest[:4] in (["python", "-m", "pip", "install"], ["python3", "-m", "pip", "install"]) or rest[:3] == [
+        "uv",
+        "pip",
+        "install",
+    ]:
         first = program + (4 if rest[0] != "uv" else 3)
     else:
         return
@@ -461,7 +547,9 @@ def _pip(changes: Changes, command: Command, program: int, everything: list[Comm
         if match:
             packages.append((i, match.group(0).lower().replace("_", "-")))
         i += 1
-    cuda = [(i, name) for i, name in packages if name in CUDA_ONLY_PACKAGES or name.startswith(("nvidia-", "cupy-cuda"))]
+    cuda = [
+        (i, name) for i, name in packages if name in CUDA_ONLY_PACKAGES or name.startswith(("nvidia-", "cupy-cuda"))
+    ]
     if not cuda or not changes.enabled("NM814"):
         return
     names = ", ".join(name for _, name in cuda)
@@ -491,7 +579,7 @@ def _alone(changes: Changes, command: Command, everything: list[Command]) -> boo
     if command.program() != 0 and not is_assignment(command.words[0].raw):
         return False
     first, last = _logical_start(changes, command.start), changes.line_end(command.end)
-    if changes.text[first:command.start] not in ("", "!", "%"):  # indented (a notebook magic keeps its `!`)
+    if changes.text[first : command.start] not in ("", "!", "%"):  # indented (a notebook magic keeps its `!`)
         return False
     return all(other is command or other.end <= first or other.start >= last for other in everything)
 
@@ -499,7 +587,7 @@ def _alone(changes: Changes, command: Command, everything: list[Command]) -> boo
 def _logical_start(changes: Changes, offset: int) -> int:
     """The start of the line holding `offset`, moved up past backslash-continued lines."""
     start = changes.line_start(offset)
-    while start > 0 and changes.text[:start - 1].rstrip("\r").endswith("\\"):
+    while start > 0 and changes.text[: start - 1].rstrip("\r").endswith("\\"):
         start = changes.line_start(start - 1)
     return start
 

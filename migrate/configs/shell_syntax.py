@@ -29,8 +29,8 @@ class Word:
         while i < len(raw):
             c = raw[i]
             if c == "'":
-                close = raw.index("'", i + 1) if "'" in raw[i + 1:] else len(raw)
-                out.append(raw[i + 1:close])
+                close = raw.index("'", i + 1) if "'" in raw[i + 1 :] else len(raw)
+                out.append(raw[i + 1 : close])
                 i = close + 1
             elif c in "$`":
                 return None

@@ -36,15 +36,35 @@ from migrate.rules.drift import FIELDS as DRIFT
 from migrate.rules.drift import Removed
 from migrate.rules.todo_messages import MESSAGES
 
-ACCELERATE_KEYS = frozenset({
-    "compute_environment", "num_processes", "machine_rank", "num_machines", "mixed_precision",
-    "main_training_function", "use_cpu", "rdzv_backend", "same_network", "gpu_ids",
-})
-RECIPE_KEYS = frozenset({
-    "output_dir", "model_name_or_path", "learning_rate", "per_device_train_batch_size",
-    "num_train_epochs", "max_steps", "gradient_accumulation_steps", "dataset_name",
-    "dataset_mixture", "dataset_mixer", "lr_scheduler_type",
-})
+ACCELERATE_KEYS = frozenset(
+    {
+        "compute_environment",
+        "num_processes",
+        "machine_rank",
+        "num_machines",
+        "mixed_precision",
+        "main_training_function",
+        "use_cpu",
+        "rdzv_backend",
+        "same_network",
+        "gpu_ids",
+    }
+)
+RECIPE_KEYS = frozenset(
+    {
+        "output_dir",
+        "model_name_or_path",
+        "learning_rate",
+        "per_device_train_batch_size",
+        "num_train_epochs",
+        "max_steps",
+        "gradient_accumulation_steps",
+        "dataset_name",
+        "dataset_mixture",
+        "dataset_mixer",
+        "lr_scheduler_type",
+    }
+)
 # bytes one of the rules needs to see; a file without any of them is not composed at all
 _TRIGGER = re.compile(
     rb"MULTI_GPU|DEEPSPEED|fp16|gpu_ids|flash|use_liger|load_in_[48]bit|use_vllm|tf32|torch_dtype|apiVersion|"
@@ -53,6 +73,7 @@ _TRIGGER = re.compile(
 _BOOL = "tag:yaml.org,2002:bool"
 _TRUE = frozenset({"true", "yes", "on"})
 
+
 def migrate_yaml(data: bytes, path: str, options: Options) -> FileResult:
     """Migrate one YAML file; files that are neither accelerate configs nor recipes stay as they are."""
     if not _TRIGGER.search(data):
@@ -60,7 +81,9 @@ def migrate_yaml(data: bytes, path: str, options: Options) -> FileResult:
     try:
         return migrate_text(data, path, "yaml", options, _rules, _problem)
     except _Unparsable as exc:
-        return FileResult(path, "error", error=f"{path}:{exc.line}: {exc}; file skipped", error_line=exc.line, kind="yaml")
+        return FileResult(
+            path, "error", error=f"{path}:{exc.line}: {exc}; file skipped", error_line=exc.line, kind="yaml"
+        )
 
 
 class _Unparsable(ValueError):
@@ -180,7 +203,9 @@ def _recipe(changes: Changes, doc: MappingNode, keys: dict[str, tuple[ScalarNode
             end = changes.line_end(value.end_mark.index)
             newline = "\r\n" if "\r\n" in changes.text else "\n"
             indent = " " * key.start_mark.column
-            changes.replace("NM807", end, end, f"{newline}{indent}cache_implementation: static", anchor=value.start_mark.index)
+            changes.replace(
+                "NM807", end, end, f"{newline}{indent}cache_implementation: static", anchor=value.start_mark.index
+            )
     if "tf32" in keys and _true(keys["tf32"][1]) and changes.enabled("NM809"):
         key, value = keys["tf32"]
         if key.start_mark.line == value.end_mark.line:
@@ -200,8 +225,14 @@ def _recipe(changes: Changes, doc: MappingNode, keys: dict[str, tuple[ScalarNode
                 _drift_key(changes, name, key, value, DRIFT[name], keys)
 
 
-def _drift_key(changes: Changes, name: str, key: ScalarNode, value: Node, removed: Removed,
-               keys: dict[str, tuple[ScalarNode, Node]]) -> None:
+def _drift_key(
+    changes: Changes,
+    name: str,
+    key: ScalarNode,
+    value: Node,
+    removed: Removed,
+    keys: dict[str, tuple[ScalarNode, Node]],
+) -> None:
     """NM808: a renamed key takes its new name, a removed one goes (noted); a TODO where neither is faithful.
 
     Every recipe is in scope, whatever the `owners` of the field: a recipe that worked held only
@@ -231,8 +262,13 @@ def _drop(changes: Changes, name: str, key: ScalarNode, value: Node, why: str) -
     last = key.end_mark.index if _empty(value) else value.end_mark.index
     newline = changes.text.find("\n", last)
     stop = len(changes.text) if newline == -1 else newline + 1
-    if (key.anchor is None and value.anchor is None and not changes.text[first:key.start_mark.index].strip()
-            and "\n" not in changes.text[key.start_mark.index:last] and changes.untouched(first, stop)):
+    if (
+        key.anchor is None
+        and value.anchor is None
+        and not changes.text[first : key.start_mark.index].strip()
+        and "\n" not in changes.text[key.start_mark.index : last]
+        and changes.untouched(first, stop)
+    ):
         changes.replace("NM808", first, stop, "")
         changes.note("NM808", key.start_mark.index, f"removed {name}: {why}")
     else:
@@ -257,6 +293,7 @@ def _entries(node: Node, name: str) -> list[tuple[ScalarNode, Node, MappingNode]
 def _attn_values(node: Node) -> list[ScalarNode]:
     """Every `attn_implementation: flash...` value, at any depth (e.g. `model_init_kwargs`)."""
     return [
-        value for _, value, _ in _entries(node, "attn_implementation")
+        value
+        for _, value, _ in _entries(node, "attn_implementation")
         if type(value) is ScalarNode and "flash" in value.value and value.value != "sdpa"
     ]

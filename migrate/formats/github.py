@@ -47,8 +47,15 @@ def render(results: list[FileResult], mode: str) -> str:
             level = "error" if mode == "check" else "notice"
             verb = "rewrote" if mode == "write" else "would rewrite"
             where_ = f" (first change in cell {cell})" if cell is not None else ""
-            out.append(_command(level, path, None if cell is not None else first_changed_line(r),
-                                "neuron-migrate", f"{verb}{where_}: {rewrites_text(r.hits)}; run neuron-migrate --write"))
+            out.append(
+                _command(
+                    level,
+                    path,
+                    None if cell is not None else first_changed_line(r),
+                    "neuron-migrate",
+                    f"{verb}{where_}: {rewrites_text(r.hits)}; run neuron-migrate --write",
+                )
+            )
         out.extend(_finding("warning", r, todo) for todo in r.todos)
         out.extend(_finding("notice", r, note) for note in r.warnings)
     return "".join(out)

@@ -33,8 +33,14 @@ def _safety(rule_id: str) -> tuple[str | None, str | None]:
 
 def _finding(finding: Finding) -> dict:
     safety, reason = _safety(finding.rule)
-    return {"rule": finding.rule, "message": finding.message, "line": finding.line, "cell": finding.cell,
-            "safety": safety, "safety_reason": reason}
+    return {
+        "rule": finding.rule,
+        "message": finding.message,
+        "line": finding.line,
+        "cell": finding.cell,
+        "safety": safety,
+        "safety_reason": reason,
+    }
 
 
 def _rules(results: list[FileResult]) -> dict:

@@ -51,8 +51,10 @@ def render(results: list[FileResult], mode: str) -> str:
         return "".join(out)
     out.append("\n| file | kind | status | rewrites | TODOs |\n|---|---|---|---|---|\n")
     for r in shown:
-        out.append(f"| {_cell(_code(display_path(r.path)))} | {r.kind} | {status_text(r, mode)} | "
-                   f"{_cell(rewrites_text(r.hits)) or '–'} | {len(r.todos)} |\n")
+        out.append(
+            f"| {_cell(_code(display_path(r.path)))} | {r.kind} | {status_text(r, mode)} | "
+            f"{_cell(rewrites_text(r.hits)) or '–'} | {len(r.todos)} |\n"
+        )
     sections = [_section(r, mode) for r in shown]
     size = sum(map(len, out)) + sum(len(head) for head, _ in sections)
     for head, diff in sections:
@@ -62,8 +64,10 @@ def render(results: list[FileResult], mode: str) -> str:
                 out.append(diff)
                 size += len(diff)
             else:
-                out.append("\n_Diff left out: the comment would pass GitHub's size limit; run "
-                           "`neuron-migrate` on this file to see it._\n")
+                out.append(
+                    "\n_Diff left out: the comment would pass GitHub's size limit; run "
+                    "`neuron-migrate` on this file to see it._\n"
+                )
     return "".join(out)
 
 

@@ -32,8 +32,9 @@ PSEUDO_RULES = {
 
 def _location(path: str, line: int | None) -> dict:
     shown = display_path(path)
-    artifact = ({"uri": Path(shown).as_uri()} if shown.startswith("/")
-                else {"uri": quote(shown), "uriBaseId": "%SRCROOT%"})
+    artifact = (
+        {"uri": Path(shown).as_uri()} if shown.startswith("/") else {"uri": quote(shown), "uriBaseId": "%SRCROOT%"}
+    )
     location: dict = {"physicalLocation": {"artifactLocation": artifact}}
     if line is not None:
         location["physicalLocation"]["region"] = {"startLine": line}
@@ -69,8 +70,15 @@ def render(results: list[FileResult], mode: str) -> str:
 
     def finding(level: str, result: FileResult, item: Finding) -> None:
         message = item.message if item.cell is None else f"{where(item)}: {item.message}"
-        raw.append((item.rule, level, message, _location(result.path, item.line if item.cell is None else None),
-                    _safety(item.rule)))
+        raw.append(
+            (
+                item.rule,
+                level,
+                message,
+                _location(result.path, item.line if item.cell is None else None),
+                _safety(item.rule),
+            )
+        )
 
     for r in ordered(results):
         if r.error:
@@ -81,9 +89,15 @@ def render(results: list[FileResult], mode: str) -> str:
             verb = "rewrote" if mode == "write" else "would rewrite"
             message = f"{verb}{f' (first change in cell {cell})' if cell else ''}: {rewrites_text(r.hits)}"
             unsafe = [rule_id for rule_id in sorted(r.hits) if _safety(rule_id).get("safety") == "unsafe"]
-            raw.append(("pending-rewrite", "error" if mode == "check" else "note", message,
-                        _location(r.path, None if cell is not None else first_changed_line(r)),
-                        {"unsafeRewrites": unsafe}))
+            raw.append(
+                (
+                    "pending-rewrite",
+                    "error" if mode == "check" else "note",
+                    message,
+                    _location(r.path, None if cell is not None else first_changed_line(r)),
+                    {"unsafeRewrites": unsafe},
+                )
+            )
         for todo in r.todos:
             finding("warning", r, todo)
         for note in r.warnings:
@@ -93,14 +107,27 @@ def render(results: list[FileResult], mode: str) -> str:
     document = {
         "$schema": SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "neuron-migrate", "version": tool_version(),
-                                "rules": [_descriptor(rule_id) for rule_id in rule_ids]}},
-            "results": [
-                {"ruleId": rule_id, "ruleIndex": index[rule_id], "level": level, "message": {"text": message},
-                 "locations": [location], **({"properties": properties} if properties else {})}
-                for rule_id, level, message, location, properties in raw
-            ],
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "neuron-migrate",
+                        "version": tool_version(),
+                        "rules": [_descriptor(rule_id) for rule_id in rule_ids],
+                    }
+                },
+                "results": [
+                    {
+                        "ruleId": rule_id,
+                        "ruleIndex": index[rule_id],
+                        "level": level,
+                        "message": {"text": message},
+                        "locations": [location],
+                        **({"properties": properties} if properties else {}),
+                    }
+                    for rule_id, level, message, location, properties in raw
+                ],
+            }
+        ],
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

@@ -14,11 +14,11 @@ RULES: tuple[Rule, ...] = (
         id="NM207",
         name="flash-attention",
         safety="safe",
-        summary="`attn_implementation=\"flash_attention_2\"` (and 3, kernels-community) -> `\"sdpa\"`.",
+        summary='`attn_implementation="flash_attention_2"` (and 3, kernels-community) -> `"sdpa"`.',
         rationale="FlashAttention kernels are CUDA-only. `sdpa` lowers to ATen scaled-dot-product "
         "attention, which TorchNeuron provides; it is also the transformers default. Keywords, "
         "dict keys, argparse/dataclass defaults are rewritten; `use_flash_attention_2=True` "
-        "(removed in transformers 5) becomes `attn_implementation=\"sdpa\"`.",
+        '(removed in transformers 5) becomes `attn_implementation="sdpa"`.',
         before='model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="flash_attention_2")\n',
         after='model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="sdpa")\n',
     ),
@@ -29,8 +29,8 @@ RULES: tuple[Rule, ...] = (
         summary="`*.enable_xformers_memory_efficient_attention()` calls are removed.",
         rationale="xformers is a CUDA kernel library; diffusers and transformers default to SDPA, "
         "so dropping the call keeps behaviour. An `if` body left empty becomes `pass`.",
-        before='if args.enable_xformers_memory_efficient_attention:\n    unet.enable_xformers_memory_efficient_attention()\n',
-        after='if args.enable_xformers_memory_efficient_attention:\n    pass\n',
+        before="if args.enable_xformers_memory_efficient_attention:\n    unet.enable_xformers_memory_efficient_attention()\n",
+        after="if args.enable_xformers_memory_efficient_attention:\n    pass\n",
     ),
 )
 
@@ -52,7 +52,13 @@ def use_flash_attention_2(node: cst.Call, ctx: FileContext) -> cst.Call:
         return node
     ctx.hit("NM207")
     assert arg.keyword is not None
-    return replace_arg(node, arg, arg.with_changes(keyword=arg.keyword.with_changes(value="attn_implementation"), value=cst.SimpleString('"sdpa"')))
+    return replace_arg(
+        node,
+        arg,
+        arg.with_changes(
+            keyword=arg.keyword.with_changes(value="attn_implementation"), value=cst.SimpleString('"sdpa"')
+        ),
+    )
 
 
 @on("SimpleStatementLine")
@@ -60,8 +66,13 @@ def drop_xformers(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult
     if not ctx.enabled("NM208"):
         return node
     body = [
-        s for s in node.body
-        if not (type(s) is cst.Expr and type(s.value) is cst.Call and method_of(s.value, "enable_xformers_memory_efficient_attention"))
+        s
+        for s in node.body
+        if not (
+            type(s) is cst.Expr
+            and type(s.value) is cst.Call
+            and method_of(s.value, "enable_xformers_memory_efficient_attention")
+        )
     ]
     if len(body) == len(node.body):
         return node

@@ -53,6 +53,7 @@ def hooks_of(module: ModuleType) -> list[tuple[str, Hook]]:
 
 # ---- keyword arguments -------------------------------------------------------------------
 
+
 def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
     """The keyword argument `name=` of a call, if present."""
     for arg in call.args:
@@ -121,6 +122,7 @@ def rename_kwarg(call: cst.Call, arg: cst.Arg, new_name: str) -> cst.Call:
 
 # ---- callee shapes -----------------------------------------------------------------------
 
+
 def callee_name(call: cst.Call) -> str | None:
     """The last component of the called name: `AutoModel.from_pretrained` -> `from_pretrained`."""
     return last_name(call.func)
@@ -132,6 +134,7 @@ def method_of(call: cst.Call, name: str) -> bool:
 
 
 # ---- string literals ---------------------------------------------------------------------
+
 
 def string_value(node: cst.BaseExpression) -> str | None:
     """The text of a plain (non f-, non concatenated) string literal, else None."""

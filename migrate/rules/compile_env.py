@@ -18,9 +18,11 @@ from migrate.rules.legacy_todos import todo
 
 MESSAGES = {
     "NEURON_CC_FLAGS": "NEURON_CC_FLAGS still reaches neuronx-cc, but a --cache_dir in it is torch_xla's: set "
-                       + NEFF_CACHE_ENV + " instead, and drop --retry_failed_compilation",
+    + NEFF_CACHE_ENV
+    + " instead, and drop --retry_failed_compilation",
     "NEURON_COMPILE_CACHE_URL": "NEURON_COMPILE_CACHE_URL is Optimum Neuron's cache: a local directory becomes "
-                                + NEFF_CACHE_ENV + "; an S3 bucket has no counterpart",
+    + NEFF_CACHE_ENV
+    + "; an S3 bucket has no counterpart",
     "CUSTOM_CACHE_REPO": TODO_TEXT["NM824"].format(name="CUSTOM_CACHE_REPO", value="...", what="a Hub repository"),
     "NEURON_PARALLEL_COMPILE": TODO_TEXT["NM825"].format(name="NEURON_PARALLEL_COMPILE"),
     "NEURON_EXTRACT_GRAPHS_ONLY": TODO_TEXT["NM825"].format(name="NEURON_EXTRACT_GRAPHS_ONLY"),
@@ -35,8 +37,8 @@ RULES: tuple[Rule, ...] = (
         rationale="The Python form of NM823-NM825: TorchNeuron keeps compiled NEFFs in `TORCH_NEURONX_NEFF_CACHE_DIR` "
         "(" + CACHE_DOC + "), Optimum's S3/Hub caches and its graph-extraction pass have no counterpart.",
         before='import os\nos.environ["CUSTOM_CACHE_REPO"] = "my-org/cache"\n',
-        after=f'import os\n# TODO(neuron-migrate NM923): {MESSAGES["CUSTOM_CACHE_REPO"]}\n'
-              'os.environ["CUSTOM_CACHE_REPO"] = "my-org/cache"\n',
+        after=f"import os\n# TODO(neuron-migrate NM923): {MESSAGES['CUSTOM_CACHE_REPO']}\n"
+        'os.environ["CUSTOM_CACHE_REPO"] = "my-org/cache"\n',
         safety="safe",
         todo=True,
     ),

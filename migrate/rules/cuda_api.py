@@ -26,21 +26,35 @@ RULES: tuple[Rule, ...] = (
         "stats, `mem_get_info` and `synchronize` go through the generic `torch.accelerator` API "
         "(torch >= 2.6), whose Neuron support does not depend on torch-neuronx naming. "
         "`torch.cuda.OutOfMemoryError` is `torch.OutOfMemoryError`.",
-        before='import torch\nif torch.cuda.is_available():\n    torch.cuda.empty_cache()\n'
-        'torch.cuda.synchronize()\n',
-        after='import torch\nif torch.neuron.is_available():\n    torch.neuron.empty_cache()\n'
-        'torch.accelerator.synchronize()\n',
+        before="import torch\nif torch.cuda.is_available():\n    torch.cuda.empty_cache()\ntorch.cuda.synchronize()\n",
+        after="import torch\nif torch.neuron.is_available():\n    torch.neuron.empty_cache()\n"
+        "torch.accelerator.synchronize()\n",
     ),
 )
 
 # torch.cuda.<name> -> (module, new name)
 _MAP: dict[str, tuple[str, str]] = {
-    **{n: ("torch.neuron", n) for n in (
-        "is_available", "device_count", "set_device", "current_device", "get_device_name",
-        "get_device_properties", "is_bf16_supported", "empty_cache", "memory_allocated",
-        "max_memory_allocated", "reset_peak_memory_stats", "manual_seed_all", "get_rng_state",
-        "set_rng_state", "get_rng_state_all", "set_rng_state_all",
-    )},
+    **{
+        n: ("torch.neuron", n)
+        for n in (
+            "is_available",
+            "device_count",
+            "set_device",
+            "current_device",
+            "get_device_name",
+            "get_device_properties",
+            "is_bf16_supported",
+            "empty_cache",
+            "memory_allocated",
+            "max_memory_allocated",
+            "reset_peak_memory_stats",
+            "manual_seed_all",
+            "get_rng_state",
+            "set_rng_state",
+            "get_rng_state_all",
+            "set_rng_state_all",
+        )
+    },
     "manual_seed": ("torch.neuron", "manual_seed_all"),
     "synchronize": ("torch.accelerator", "synchronize"),
     "memory_reserved": ("torch.accelerator", "memory_reserved"),
@@ -54,7 +68,7 @@ _MAP: dict[str, tuple[str, str]] = {
 def _target(qualified: str | None) -> tuple[str, str] | None:
     if qualified is None or not qualified.startswith("torch.cuda."):
         return None
-    return _MAP.get(qualified[len("torch.cuda."):])
+    return _MAP.get(qualified[len("torch.cuda.") :])
 
 
 @on("Call")
@@ -71,7 +85,11 @@ def cuda_api_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
 
 @on("Attribute")
 def cuda_oom(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
-    if node.attr.value == "OutOfMemoryError" and ctx.enabled("NM104") and ctx.qualify(node) == "torch.cuda.OutOfMemoryError":
+    if (
+        node.attr.value == "OutOfMemoryError"
+        and ctx.enabled("NM104")
+        and ctx.qualify(node) == "torch.cuda.OutOfMemoryError"
+    ):
         ctx.hit("NM104")
         return cst.Attribute(value=ctx.module_ref("torch"), attr=cst.Name("OutOfMemoryError"))
     return node
@@ -159,7 +177,7 @@ def unused_cuda_import(node: cst.Module, ctx: FileContext) -> cst.Module:
             continue
         asname = cuda[0].asname
         local = asname.name.value if asname is not None and type(asname.name) is cst.Name else "cuda"
-        if local in references(body[:index] + body[index + 1:]):
+        if local in references(body[:index] + body[index + 1 :]):
             return node
         keep = [a for a in names if a is not cuda[0]]
         if keep:

@@ -35,11 +35,11 @@ RULES: tuple[Rule, ...] = (
         id="NM101",
         name="cuda-method",
         safety="safe",
-        summary="`x.cuda()` -> `x.to(\"neuron\")`, keeping the index and `non_blocking`.",
-        rationale="`.cuda()` only targets CUDA. `.to(\"neuron\")` moves to the current NeuronCore; "
+        summary='`x.cuda()` -> `x.to("neuron")`, keeping the index and `non_blocking`.',
+        rationale='`.cuda()` only targets CUDA. `.to("neuron")` moves to the current NeuronCore; '
         "an explicit index becomes `neuron:<i>`. The module `torch.cuda` is not a call and is left "
         "to NM104.",
-        before='model = model.cuda()\nbatch = batch.cuda(local_rank, non_blocking=True)\n',
+        before="model = model.cuda()\nbatch = batch.cuda(local_rank, non_blocking=True)\n",
         after='model = model.to("neuron")\nbatch = batch.to(f"neuron:{local_rank}", non_blocking=True)\n',
     ),
     Rule(
@@ -47,14 +47,14 @@ RULES: tuple[Rule, ...] = (
         name="device-literal",
         safety="unsafe",
         safety_reason='a `torch.Generator(device="cuda")` becomes a CPU generator, so seeded random streams differ',
-        summary="`\"cuda\"`/`\"cuda:N\"`/`f\"cuda:{r}\"` in device positions -> `neuron`.",
+        summary='`"cuda"`/`"cuda:N"`/`f"cuda:{r}"` in device positions -> `neuron`.',
         rationale="Device positions are `.to(...)`, `device=`, `torch.device(...)`, `map_location=`, "
         "assignments to device-named variables (`device`, `DEVICE`, `*_device`, `device_type`), "
         "argparse `--device` defaults and dataclass `device` fields. The assignment is the source "
         "of truth, so later `.to(device)` calls need no change. Conditional arms are rewritten "
         "together with their `torch.cuda.is_available()` guard (NM104), never folded to CPU. "
         "Strings elsewhere (prints, logs, comments) are prose and never touched. "
-        "`torch.Generator(device=\"cuda\")` becomes a CPU generator, which diffusers and samplers accept.",
+        '`torch.Generator(device="cuda")` becomes a CPU generator, which diffusers and samplers accept.',
         before='import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
         'x = torch.zeros(4, device="cuda:0")\n',
         after='import torch\ndevice = "neuron" if torch.cuda.is_available() else "cpu"\n'
@@ -64,11 +64,11 @@ RULES: tuple[Rule, ...] = (
         id="NM103",
         name="device-comparison",
         safety="safe",
-        summary="Comparisons of device values with `\"cuda\"` follow the renamed value.",
-        rationale="Context rule 3: once `device = \"cuda\"` becomes `\"neuron\"`, `if device == \"cuda\"` "
+        summary='Comparisons of device values with `"cuda"` follow the renamed value.',
+        rationale='Context rule 3: once `device = "cuda"` becomes `"neuron"`, `if device == "cuda"` '
         "would silently flip (nanoGPT turns autocast off, FastChat raises `Invalid device`). "
         "Comparisons whose other side is a device-named value or `<x>.type`/`<x>.device.type` "
-        "are renamed consistently, including `\"cuda\" in device`.",
+        'are renamed consistently, including `"cuda" in device`.',
         before='if device == "cuda":\n    dtype = "bfloat16"\npin = "cuda" in device\n',
         after='if device == "neuron":\n    dtype = "bfloat16"\npin = "neuron" in device\n',
     ),
@@ -77,13 +77,13 @@ RULES: tuple[Rule, ...] = (
         name="device-map",
         safety="unsafe",
         safety_reason="a model that `auto` would have split or offloaded is placed whole on one NeuronCore per process",
-        summary="`device_map` forms -> a NeuronCore: `\"neuron\"` in one process, per rank otherwise.",
-        rationale="accelerate's `get_max_memory` has no Neuron branch, so `device_map=\"auto\"` "
+        summary='`device_map` forms -> a NeuronCore: `"neuron"` in one process, per rank otherwise.',
+        rationale='accelerate\'s `get_max_memory` has no Neuron branch, so `device_map="auto"` '
         "(also balanced/sequential) loads every weight on CPU with no error. A single-process "
-        "script gets `device_map=\"neuron\"`; a multi-process one (context rule 4: LOCAL_RANK, "
+        'script gets `device_map="neuron"`; a multi-process one (context rule 4: LOCAL_RANK, '
         "process groups, DDP/FSDP, Accelerator, Trainer-family scripts) gets "
-        "`{\"\": f\"neuron:{int(os.environ.get('LOCAL_RANK', 0))}\"}` so each rank loads onto its "
-        "own core. `{\"\": expr}` keeps its index expression: `{\"\": f\"neuron:{expr}\"}`. TRL's "
+        '`{"": f"neuron:{int(os.environ.get(\'LOCAL_RANK\', 0))}"}` so each rank loads onto its '
+        'own core. `{"": expr}` keeps its index expression: `{"": f"neuron:{expr}"}`. TRL\'s '
         "removed `get_kbit_device_map()` is replaced the same way.",
         before='model = AutoModelForCausalLM.from_pretrained(name, device_map="auto")\n',
         after='model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n',
@@ -92,10 +92,10 @@ RULES: tuple[Rule, ...] = (
         id="NM106",
         name="device-ordinal",
         safety="safe",
-        summary="Integer device ordinals -> `neuron:<i>`; `pipeline(device=0)` -> `device=\"neuron\"`.",
+        summary='Integer device ordinals -> `neuron:<i>`; `pipeline(device=0)` -> `device="neuron"`.',
         rationale="A bare int resolves through `torch.accelerator` at best; `pipeline(device=0)` "
         "silently runs on CPU on Neuron. `.to(local_rank)`, `.to(self.gpu_id)`, `.to(0)` are made "
-        "explicit: `.to(f\"neuron:{local_rank}\")`.",
+        'explicit: `.to(f"neuron:{local_rank}")`.',
         before='model.to(local_rank)\npipe = pipeline("text-generation", model=name, device=0)\n',
         after='model.to(f"neuron:{local_rank}")\npipe = pipeline("text-generation", model=name, device="neuron")\n',
     ),
@@ -103,7 +103,7 @@ RULES: tuple[Rule, ...] = (
         id="NM107",
         name="pipeline-device",
         safety="safe",
-        summary="`pipeline(...)` that loads a model and names no device gets `device=\"neuron\"`.",
+        summary='`pipeline(...)` that loads a model and names no device gets `device="neuron"`.',
         rationale="With no device, `pipeline()` resolves to CPU on Neuron (there is no neuron branch "
         "in pipelines/base.py). Only pipelines that load the model themselves (a string model id) "
         "are changed; a pipeline given a model object keeps where that model was placed.",
@@ -160,9 +160,7 @@ def device_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpres
 
 # Device positions that take a variable: `map_location=loc`, `device=dev`, `.to(loc)`, `torch.device(loc)`.
 _MAP_LOCATION_USE = re.compile(r"\bmap_location\s*=\s*([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)\s*[,)]")
-_DEVICE_USE = re.compile(
-    r"(?:\bdevice\s*=\s*|\.to\(\s*|\bdevice\(\s*)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)\s*[,)]"
-)
+_DEVICE_USE = re.compile(r"(?:\bdevice\s*=\s*|\.to\(\s*|\bdevice\(\s*)([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)\s*[,)]")
 
 
 @dataclass
@@ -211,8 +209,6 @@ def device_variable(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     return node.with_changes(value=new)
 
 
-
-
 def _pipeline_ordinal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
     if type(node) is cst.Integer and ctx.callee == "pipeline":
         return cst.SimpleString('"neuron"')
@@ -245,7 +241,7 @@ setting("NM106", r"device", through(_pipeline_ordinal))
 
 def _per_rank(ctx: FileContext) -> cst.BaseExpression:
     os_name = cst.Module([]).code_for_node(ctx.module_ref("os"))
-    return cst.parse_expression(f"{{\"\": f\"neuron:{{int({os_name}.environ.get('LOCAL_RANK', 0))}}\"}}")
+    return cst.parse_expression(f'{{"": f"neuron:{{int({os_name}.environ.get(\'LOCAL_RANK\', 0))}}"}}')
 
 
 def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
@@ -301,7 +297,9 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         if positional:
             index = positional[0].value
             target: cst.BaseExpression = (
-                cst.SimpleString(f'"neuron:{index.value}"') if type(index) is cst.Integer else _fstring("neuron:", index)
+                cst.SimpleString(f'"neuron:{index.value}"')
+                if type(index) is cst.Integer
+                else _fstring("neuron:", index)
             )
             args[args.index(positional[0])] = positional[0].with_changes(value=target)
         else:
@@ -330,14 +328,27 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
                 ctx.hit("NM106")
                 return replace_arg(node, arg, arg.with_changes(value=_fstring("neuron:", value)))
         return node
-    if method_of(node, "startswith") and ctx.enabled("NM103") and type(func) is cst.Attribute and _is_device_side(func.value):
+    if (
+        method_of(node, "startswith")
+        and ctx.enabled("NM103")
+        and type(func) is cst.Attribute
+        and _is_device_side(func.value)
+    ):
         positional = [a for a in node.args if a.keyword is None and not a.star]
         text = string_value(positional[0].value) if positional else None
         if text is not None and text.startswith("cuda") and type(positional[0].value) is cst.SimpleString:
             ctx.hit("NM103")
-            return replace_arg(node, positional[0], positional[0].with_changes(value=with_string_value(positional[0].value, "neuron" + text[4:])))
+            return replace_arg(
+                node,
+                positional[0],
+                positional[0].with_changes(value=with_string_value(positional[0].value, "neuron" + text[4:])),
+            )
         return node
-    if callee_name(node) == "pipeline" and ctx.enabled("NM107") and ctx.qualify(func) in (None, "transformers.pipeline"):
+    if (
+        callee_name(node) == "pipeline"
+        and ctx.enabled("NM107")
+        and ctx.qualify(func) in (None, "transformers.pipeline")
+    ):
         if kwarg(node, "device") or kwarg(node, "device_map") or has_star_kwargs(node):
             return node
         model = kwarg(node, "model")

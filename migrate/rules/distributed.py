@@ -21,11 +21,11 @@ RULES: tuple[Rule, ...] = (
         id="NM401",
         name="nccl-backend",
         safety="safe",
-        summary="Process-group backend `\"nccl\"` -> `\"neuron\"`.",
-        rationale="`dist.init_process_group(backend=\"neuron\")` is the Neuron collective backend. "
-        "The positional and keyword forms of `init_process_group`, `backend = \"nccl\"` constants "
-        "(nanoGPT), argparse `--backend`/`--dist_backend` defaults and `\"nccl\" if ... else "
-        "\"gloo\"` are rewritten; the guard follows through NM104.",
+        summary='Process-group backend `"nccl"` -> `"neuron"`.',
+        rationale='`dist.init_process_group(backend="neuron")` is the Neuron collective backend. '
+        'The positional and keyword forms of `init_process_group`, `backend = "nccl"` constants '
+        '(nanoGPT), argparse `--backend`/`--dist_backend` defaults and `"nccl" if ... else '
+        '"gloo"` are rewritten; the guard follows through NM104.',
         before='import torch.distributed as dist\ndist.init_process_group("nccl")\n',
         after='import torch.distributed as dist\ndist.init_process_group("neuron")\n',
     ),
@@ -33,8 +33,8 @@ RULES: tuple[Rule, ...] = (
         id="NM403",
         name="ddp-backend-arg",
         safety="safe",
-        summary="Drop `ddp_backend=\"nccl\"` from TrainingArguments and TRL configs.",
-        rationale="accelerate's Neuron branch sets `backend=\"neuron\"` itself; an explicit nccl "
+        summary='Drop `ddp_backend="nccl"` from TrainingArguments and TRL configs.',
+        rationale='accelerate\'s Neuron branch sets `backend="neuron"` itself; an explicit nccl '
         "would be wrong on Trainium and is dropped for clarity.",
         before='args = TrainingArguments(output_dir="out", ddp_backend="nccl")\n',
         after='args = TrainingArguments(output_dir="out")\n',
@@ -65,7 +65,12 @@ def distributed_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
                 return replace_arg(node, arg, arg.with_changes(value=new))
         return node
     ddp_backend = kwarg(node, "ddp_backend")
-    if ddp_backend is not None and through(_nccl)(ddp_backend.value, ctx) is not None and ctx.enabled("NM403") and (callee_name(node) or "").endswith(("Arguments", "Config")):
+    if (
+        ddp_backend is not None
+        and through(_nccl)(ddp_backend.value, ctx) is not None
+        and ctx.enabled("NM403")
+        and (callee_name(node) or "").endswith(("Arguments", "Config"))
+    ):
         ctx.hit("NM403")
         return remove_arg(node, ddp_backend)
     return node

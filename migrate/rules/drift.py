@@ -25,43 +25,75 @@ from migrate.rules.base import callee_name, kwarg, on, remove_arg, rename_kwarg,
 from migrate.rules.legacy import family_state
 
 _RENAMES = [
-    ("NM701", "eval-strategy", "`evaluation_strategy=` -> `eval_strategy=`.",
-     "Renamed in transformers 4.46 and removed in 5.",
-     'args = TrainingArguments(output_dir="out", evaluation_strategy="steps")\n',
-     'args = TrainingArguments(output_dir="out", eval_strategy="steps")\n'),
-    ("NM702", "overwrite-output-dir", "Drop `overwrite_output_dir=`.",
-     "Removed in transformers 5; the Trainer no longer refuses a non-empty output_dir.",
-     'args = TrainingArguments(output_dir="out", overwrite_output_dir=True)\n',
-     'args = TrainingArguments(output_dir="out")\n'),
-    ("NM703", "logging-dir", "Drop `logging_dir=` from TrainingArguments/TRL configs.",
-     "Removed in transformers 5 (reporting integrations pick their own directory). Only inside "
-     "TrainingArguments and `*Config` calls; `ProjectConfiguration(logging_dir=...)` and "
-     "argparse `--logging_dir` are valid and stay.",
-     'args = TrainingArguments(output_dir="out", logging_dir="logs")\n',
-     'args = TrainingArguments(output_dir="out")\n'),
-    ("NM704", "warmup-ratio", "`warmup_ratio=r` -> `warmup_steps=r`.",
-     "transformers 5 removed `warmup_ratio`; `warmup_steps` accepts a float in [0, 1) as a "
-     "ratio of the total steps (`TrainingArguments.get_warmup_steps`).",
-     'args = TrainingArguments(output_dir="out", warmup_ratio=0.03)\n',
-     'args = TrainingArguments(output_dir="out", warmup_steps=0.03)\n'),
-    ("NM705", "max-seq-length", "`SFTConfig(max_seq_length=n)` -> `max_length=n`.",
-     "Renamed in TRL 0.20 and removed in 1.x.",
-     'args = SFTConfig(output_dir="out", max_seq_length=1024)\n',
-     'args = SFTConfig(output_dir="out", max_length=1024)\n'),
-    ("NM706", "processing-class", "`Trainer(tokenizer=tok)` -> `Trainer(processing_class=tok)`.",
-     "Trainer, SFTTrainer, DPOTrainer, GRPOTrainer and friends take `processing_class` in "
-     "transformers 5 / TRL 1.x; `tokenizer=` is a TypeError.",
-     'trainer = SFTTrainer(model=model, args=args, tokenizer=tokenizer)\n',
-     'trainer = SFTTrainer(model=model, args=args, processing_class=tokenizer)\n'),
-    ("NM707", "group-by-length", "`group_by_length=True` -> `train_sampling_strategy=\"group_by_length\"`; `no_cuda` -> `use_cpu`.",
-     "Both replaced in transformers 5; `use_mps_device` is removed (MPS is picked automatically).",
-     'args = TrainingArguments(output_dir="out", group_by_length=True)\n',
-     'args = TrainingArguments(output_dir="out", train_sampling_strategy="group_by_length")\n'),
-    ("NM708", "max-prompt-length", "Drop `max_prompt_length=` from DPO/GRPO/... configs.",
-     "Removed from TRL 1.16 configs (prompts are no longer truncated separately); set "
-     "`max_length` to bound the full sequence.",
-     'args = GRPOConfig(output_dir="out", max_prompt_length=256)\n',
-     'args = GRPOConfig(output_dir="out")\n'),
+    (
+        "NM701",
+        "eval-strategy",
+        "`evaluation_strategy=` -> `eval_strategy=`.",
+        "Renamed in transformers 4.46 and removed in 5.",
+        'args = TrainingArguments(output_dir="out", evaluation_strategy="steps")\n',
+        'args = TrainingArguments(output_dir="out", eval_strategy="steps")\n',
+    ),
+    (
+        "NM702",
+        "overwrite-output-dir",
+        "Drop `overwrite_output_dir=`.",
+        "Removed in transformers 5; the Trainer no longer refuses a non-empty output_dir.",
+        'args = TrainingArguments(output_dir="out", overwrite_output_dir=True)\n',
+        'args = TrainingArguments(output_dir="out")\n',
+    ),
+    (
+        "NM703",
+        "logging-dir",
+        "Drop `logging_dir=` from TrainingArguments/TRL configs.",
+        "Removed in transformers 5 (reporting integrations pick their own directory). Only inside "
+        "TrainingArguments and `*Config` calls; `ProjectConfiguration(logging_dir=...)` and "
+        "argparse `--logging_dir` are valid and stay.",
+        'args = TrainingArguments(output_dir="out", logging_dir="logs")\n',
+        'args = TrainingArguments(output_dir="out")\n',
+    ),
+    (
+        "NM704",
+        "warmup-ratio",
+        "`warmup_ratio=r` -> `warmup_steps=r`.",
+        "transformers 5 removed `warmup_ratio`; `warmup_steps` accepts a float in [0, 1) as a "
+        "ratio of the total steps (`TrainingArguments.get_warmup_steps`).",
+        'args = TrainingArguments(output_dir="out", warmup_ratio=0.03)\n',
+        'args = TrainingArguments(output_dir="out", warmup_steps=0.03)\n',
+    ),
+    (
+        "NM705",
+        "max-seq-length",
+        "`SFTConfig(max_seq_length=n)` -> `max_length=n`.",
+        "Renamed in TRL 0.20 and removed in 1.x.",
+        'args = SFTConfig(output_dir="out", max_seq_length=1024)\n',
+        'args = SFTConfig(output_dir="out", max_length=1024)\n',
+    ),
+    (
+        "NM706",
+        "processing-class",
+        "`Trainer(tokenizer=tok)` -> `Trainer(processing_class=tok)`.",
+        "Trainer, SFTTrainer, DPOTrainer, GRPOTrainer and friends take `processing_class` in "
+        "transformers 5 / TRL 1.x; `tokenizer=` is a TypeError.",
+        "trainer = SFTTrainer(model=model, args=args, tokenizer=tokenizer)\n",
+        "trainer = SFTTrainer(model=model, args=args, processing_class=tokenizer)\n",
+    ),
+    (
+        "NM707",
+        "group-by-length",
+        '`group_by_length=True` -> `train_sampling_strategy="group_by_length"`; `no_cuda` -> `use_cpu`.',
+        "Both replaced in transformers 5; `use_mps_device` is removed (MPS is picked automatically).",
+        'args = TrainingArguments(output_dir="out", group_by_length=True)\n',
+        'args = TrainingArguments(output_dir="out", train_sampling_strategy="group_by_length")\n',
+    ),
+    (
+        "NM708",
+        "max-prompt-length",
+        "Drop `max_prompt_length=` from DPO/GRPO/... configs.",
+        "Removed from TRL 1.16 configs (prompts are no longer truncated separately); set "
+        "`max_length` to bound the full sequence.",
+        'args = GRPOConfig(output_dir="out", max_prompt_length=256)\n',
+        'args = GRPOConfig(output_dir="out")\n',
+    ),
 ]
 # The renames above that change what a run does, and how (the others keep behaviour: fix safety "safe").
 _CHANGES_BEHAVIOUR = {
@@ -72,15 +104,24 @@ _CHANGES_BEHAVIOUR = {
 # TRL helpers removed in 1.x -> what the TODO (NM924) says replaces them.
 _REMOVED_TRL_API = {
     "setup_chat_format": "TRL 1.x removed setup_chat_format: use trl.clone_chat_template(model, tokenizer, "
-    "\"<id of a tokenizer with the chat template you want>\") or set tokenizer.chat_template and "
+    '"<id of a tokenizer with the chat template you want>") or set tokenizer.chat_template and '
     "model.resize_token_embeddings(len(tokenizer)) yourself",
 }
 
 RULES: tuple[Rule, ...] = (
-    *(Rule(id=rule_id, name=name, summary=summary, rationale=rationale, before=before, after=after,
-           safety="unsafe" if rule_id in _CHANGES_BEHAVIOUR else "safe",
-           safety_reason=_CHANGES_BEHAVIOUR.get(rule_id, ""))
-      for rule_id, name, summary, rationale, before, after in _RENAMES),
+    *(
+        Rule(
+            id=rule_id,
+            name=name,
+            summary=summary,
+            rationale=rationale,
+            before=before,
+            after=after,
+            safety="unsafe" if rule_id in _CHANGES_BEHAVIOUR else "safe",
+            safety_reason=_CHANGES_BEHAVIOUR.get(rule_id, ""),
+        )
+        for rule_id, name, summary, rationale, before, after in _RENAMES
+    ),
     Rule(
         id="NM709",
         name="removed-field-reads",
@@ -98,12 +139,12 @@ RULES: tuple[Rule, ...] = (
         "reads `True`; the report says so. Only names bound to a `TrainingArguments`/TRL config call or "
         "unpacked from `HfArgumentParser(...).parse_*()`/`TrlParser` are touched, and not when the "
         "script assigns the field itself.",
-        before='from transformers import HfArgumentParser, TrainingArguments\n'
-        'parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n'
-        'resume = not training_args.overwrite_output_dir\n',
-        after='from transformers import HfArgumentParser, TrainingArguments\n'
-        'parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n'
-        'resume = not True\n',
+        before="from transformers import HfArgumentParser, TrainingArguments\n"
+        "parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n"
+        "resume = not training_args.overwrite_output_dir\n",
+        after="from transformers import HfArgumentParser, TrainingArguments\n"
+        "parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n"
+        "resume = not True\n",
     ),
     Rule(
         id="NM921",
@@ -115,11 +156,11 @@ RULES: tuple[Rule, ...] = (
         "person; the TODO says what replaced the setting. Emitted by the drift family (NM709's resolution "
         "of the receiver).",
         before='from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="out")\n'
-        'writer = SummaryWriter(args.logging_dir)\n',
+        "writer = SummaryWriter(args.logging_dir)\n",
         after='from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="out")\n'
-        '# TODO(neuron-migrate NM921): args.logging_dir raises AttributeError: transformers 5 removed logging_dir; '
-        'TensorBoard logs go to $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>\n'
-        'writer = SummaryWriter(args.logging_dir)\n',
+        "# TODO(neuron-migrate NM921): args.logging_dir raises AttributeError: transformers 5 removed logging_dir; "
+        "TensorBoard logs go to $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>\n"
+        "writer = SummaryWriter(args.logging_dir)\n",
         todo=True,
     ),
     Rule(
@@ -167,24 +208,42 @@ class Removed:
 FIELDS: dict[str, Removed] = {
     "evaluation_strategy": Removed("NM701", new="eval_strategy", read="{}.eval_strategy"),
     "overwrite_output_dir": Removed(
-        "NM702", "transformers 5 removed overwrite_output_dir and behaves as if it were set: the Trainer never "
+        "NM702",
+        "transformers 5 removed overwrite_output_dir and behaves as if it were set: the Trainer never "
         "refuses a non-empty output_dir and resumes only from resume_from_checkpoint",
-        read="True", bool_field=True),
-    "logging_dir": Removed("NM703", "transformers 5 removed logging_dir; TensorBoard logs go to "
-                           "$TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>"),
-    "warmup_ratio": Removed("NM704", "transformers 5 removed warmup_ratio; warmup_steps holds a ratio when it "
-                            "is below 1", new="warmup_steps"),
+        read="True",
+        bool_field=True,
+    ),
+    "logging_dir": Removed(
+        "NM703",
+        "transformers 5 removed logging_dir; TensorBoard logs go to "
+        "$TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>",
+    ),
+    "warmup_ratio": Removed(
+        "NM704",
+        "transformers 5 removed warmup_ratio; warmup_steps holds a ratio when it is below 1",
+        new="warmup_steps",
+    ),
     "max_seq_length": Removed("NM705", new="max_length", read="{}.max_length", owners="sft"),
-    "group_by_length": Removed("NM707", "replaced by train_sampling_strategy=\"group_by_length\" in transformers 5",
-                               new="train_sampling_strategy", on_value="group_by_length",
-                               read='({}.train_sampling_strategy == "group_by_length")', bool_field=True),
+    "group_by_length": Removed(
+        "NM707",
+        'replaced by train_sampling_strategy="group_by_length" in transformers 5',
+        new="train_sampling_strategy",
+        on_value="group_by_length",
+        read='({}.train_sampling_strategy == "group_by_length")',
+        bool_field=True,
+    ),
     "no_cuda": Removed("NM707", new="use_cpu", read="{}.use_cpu", bool_field=True),
-    "use_mps_device": Removed("NM707", "transformers 5 removed use_mps_device; MPS is picked automatically "
-                              "(never on Neuron)", bool_field=True),
-    "max_prompt_length": Removed("NM708", "TRL 1.x removed max_prompt_length; prompts are no longer truncated "
-                                 "separately, max_length bounds the whole sequence", owners="trl"),
+    "use_mps_device": Removed(
+        "NM707", "transformers 5 removed use_mps_device; MPS is picked automatically (never on Neuron)", bool_field=True
+    ),
+    "max_prompt_length": Removed(
+        "NM708",
+        "TRL 1.x removed max_prompt_length; prompts are no longer truncated "
+        "separately, max_length bounds the whole sequence",
+        owners="trl",
+    ),
 }
-
 
 
 @on("ImportFrom")
@@ -204,7 +263,10 @@ MODEL_CONFIG_FIELDS = {"torch_dtype": "dtype"}
 
 
 def _is_args(name: str) -> bool:
-    return name.endswith("TrainingArguments") or (name.endswith("Config") and name not in ("LoraConfig", "BitsAndBytesConfig", "GenerationConfig", "AutoConfig", "ProjectConfiguration"))
+    return name.endswith("TrainingArguments") or (
+        name.endswith("Config")
+        and name not in ("LoraConfig", "BitsAndBytesConfig", "GenerationConfig", "AutoConfig", "ProjectConfiguration")
+    )
 
 
 @on("Call")
@@ -232,8 +294,11 @@ def drift_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         elif removed.on_value is None:
             node = rename_kwarg(node, arg, removed.new)
         else:
-            node = replace_arg(node, arg, arg.with_changes(keyword=cst.Name(removed.new),
-                                                           value=cst.SimpleString(f'"{removed.on_value}"')))
+            node = replace_arg(
+                node,
+                arg,
+                arg.with_changes(keyword=cst.Name(removed.new), value=cst.SimpleString(f'"{removed.on_value}"')),
+            )
         ctx.hit(removed.rule)
     return node
 
@@ -244,8 +309,9 @@ def _is_false(node: cst.BaseExpression) -> bool:
 
 # ---- reads of removed fields (NM709, NM921) ------------------------------------------------
 
-_PARSE_METHODS = frozenset({"parse_args_into_dataclasses", "parse_json_file", "parse_yaml_file", "parse_dict",
-                            "parse_args_and_config"})
+_PARSE_METHODS = frozenset(
+    {"parse_args_into_dataclasses", "parse_json_file", "parse_yaml_file", "parse_dict", "parse_args_and_config"}
+)
 
 
 @dataclass
@@ -277,7 +343,8 @@ def _parser_classes(call: cst.Call, ctx: FileContext) -> list[str | None] | None
     """For `HfArgumentParser((A, B, TrainingArguments))` (or TrlParser, Optimum's): each dataclass's class."""
     qualified = ctx.qualify(call.func) or ""
     if qualified.split(".")[0] not in ("transformers", "trl", "optimum") or not qualified.endswith(
-            ("HfArgumentParser", "TrlParser")):
+        ("HfArgumentParser", "TrlParser")
+    ):
         return None
     first = call.args[0].value if call.args and call.args[0].keyword is None and not call.args[0].star else None
     if type(first) in (cst.Tuple, cst.List):
@@ -287,7 +354,11 @@ def _parser_classes(call: cst.Call, ctx: FileContext) -> list[str | None] | None
 
 def _parsed_classes(value: cst.BaseExpression, ctx: FileContext) -> list[str | None] | None:
     """The dataclasses, in order, that `<parser>.parse_*(...)` returns."""
-    if type(value) is not cst.Call or type(value.func) is not cst.Attribute or value.func.attr.value not in _PARSE_METHODS:
+    if (
+        type(value) is not cst.Call
+        or type(value.func) is not cst.Attribute
+        or value.func.attr.value not in _PARSE_METHODS
+    ):
         return None
     parser = value.func.value
     if type(parser) is cst.Name:
@@ -404,5 +475,10 @@ def removed_field_read(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpress
 def _assigned(text: str, receiver: str, name: str) -> bool:
     """Whether the script sets `receiver.name` itself (a plain attribute then, readable as before)."""
     target = rf"\b{receiver}\s*\.\s*{name}\b"  # both are identifiers: nothing to escape
-    return bool(re.search(rf"{target}\s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|\bdel\s+{target}|"
-                          rf"setattr\(\s*{receiver}\s*,\s*['\"]{name}['\"]", text))
+    return bool(
+        re.search(
+            rf"{target}\s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)|\bdel\s+{target}|"
+            rf"setattr\(\s*{receiver}\s*,\s*['\"]{name}['\"]",
+            text,
+        )
+    )

@@ -40,21 +40,21 @@ RULES: tuple[Rule, ...] = (
         "hooks move inputs); a model moved with `.to(device)` needs its inputs there too.",
         before='model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n'
         'inputs = tokenizer(prompt, return_tensors="pt").to(model.device)\n'
-        'out = model.generate(**inputs, max_new_tokens=32)\n',
+        "out = model.generate(**inputs, max_new_tokens=32)\n",
         after='model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n'
         'inputs = tokenizer(prompt, return_tensors="pt")\n'
-        'out = model.generate(**inputs, max_new_tokens=32)\n',
+        "out = model.generate(**inputs, max_new_tokens=32)\n",
     ),
     Rule(
         id="NM302",
         name="static-cache",
         safety="safe",
-        summary="`model.generate(...)` gets `cache_implementation=\"static\"`.",
+        summary='`model.generate(...)` gets `cache_implementation="static"`.',
         rationale="With a dynamic cache every decode step has a new shape and compiles a new graph. "
         "A static cache keeps one shape, and transformers auto-compiles it for Neuron. Calls that "
         "already choose a cache, or forward `**generation_kwargs` that might, are left alone; "
         "vLLM engines (`LLM(...).generate`) are not transformers models and are skipped.",
-        before='out = model.generate(**inputs, max_new_tokens=32)\n',
+        before="out = model.generate(**inputs, max_new_tokens=32)\n",
         after='out = model.generate(**inputs, max_new_tokens=32, cache_implementation="static")\n',
     ),
     Rule(
@@ -68,18 +68,18 @@ RULES: tuple[Rule, ...] = (
         "pad_to_multiple_of=128` buckets lengths (it pads even a single prompt); decoder-only "
         "generation needs left padding. Applied only to tokenizer calls whose result flows only "
         "into `generate()`, and only when the script sets a pad token (padding needs one).",
-        before='tokenizer.pad_token = tokenizer.eos_token\n'
+        before="tokenizer.pad_token = tokenizer.eos_token\n"
         'inputs = tokenizer(prompt, return_tensors="pt")\nout = model.generate(**inputs)\n',
-        after='tokenizer.pad_token = tokenizer.eos_token\n'
+        after="tokenizer.pad_token = tokenizer.eos_token\n"
         'inputs = tokenizer(prompt, return_tensors="pt", padding=True, pad_to_multiple_of=128, padding_side="left")\n'
-        'out = model.generate(**inputs)\n',
+        "out = model.generate(**inputs)\n",
     ),
     Rule(
         id="NM304",
         name="no-vllm-generation",
         safety="unsafe",
         safety_reason="generation moves from vLLM to `model.generate`: slower, and sampled completions differ",
-        summary="`GRPOConfig(use_vllm=True, vllm_*=...)` -> `use_vllm=False, cache_implementation=\"static\"`.",
+        summary='`GRPOConfig(use_vllm=True, vllm_*=...)` -> `use_vllm=False, cache_implementation="static"`.',
         rationale="vLLM does not run on TorchNeuron; TRL's online trainers fall back to "
         "`model.generate`, which needs a static cache to compile once. The `vllm_*` settings are "
         "dropped. Generation is slower than with vLLM.",

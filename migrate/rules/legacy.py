@@ -128,8 +128,9 @@ _LINE = 88  # black's line length: longer import lines are parenthesized
 
 
 def _line_break(extra: str) -> cst.ParenthesizedWhitespace:
-    return cst.ParenthesizedWhitespace(first_line=cst.TrailingWhitespace(newline=cst.Newline()), indent=True,
-                                       last_line=cst.SimpleWhitespace(extra))
+    return cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(newline=cst.Newline()), indent=True, last_line=cst.SimpleWhitespace(extra)
+    )
 
 
 def wrap_long(call: cst.Call) -> cst.Call:
@@ -142,6 +143,7 @@ def wrap_long(call: cst.Call) -> cst.Call:
 
 
 # ---- removable statements ----------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Removal:
@@ -190,7 +192,12 @@ def _removal(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
         found = predicate(stmt, ctx)
         if found is not None and ctx.enabled(found.rule_id):
             return found
-    if type(stmt) is cst.If and stmt.orelse is None and type(stmt.body) is cst.IndentedBlock and len(stmt.body.body) == 1:
+    if (
+        type(stmt) is cst.If
+        and stmt.orelse is None
+        and type(stmt.body) is cst.IndentedBlock
+        and len(stmt.body.body) == 1
+    ):
         # `if is_master: print(met.metrics_report())` emptied by pruning goes as a whole
         state = family_state(ctx, "legacy-prune", _PruneState)
         emptied = state.emptied.get(id(stmt.body.body[0]))
@@ -249,6 +256,7 @@ def prune_block(node: cst.IndentedBlock, ctx: FileContext) -> cst.IndentedBlock:
 
 
 # ---- references and the import rewrite ---------------------------------------------------
+
 
 class _Names(cst.CSTVisitor):
     """Names read in a subtree: not attribute names, keywords, or the names inside imports."""
@@ -369,7 +377,12 @@ class _Rewrite(cst.CSTTransformer):
             if type(stmt) is not cst.SimpleStatementLine or _skipped(stmt):
                 continue
             for small in stmt.body:
-                if type(small) is not cst.ImportFrom or small.relative or small.module is None or isinstance(small.names, cst.ImportStar):
+                if (
+                    type(small) is not cst.ImportFrom
+                    or small.relative
+                    or small.module is None
+                    or isinstance(small.names, cst.ImportStar)
+                ):
                     continue
                 module = dotted(small.module) or ""
                 if not is_legacy(module):
@@ -439,13 +452,26 @@ class _Rewrite(cst.CSTTransformer):
                 assert not isinstance(added.names, cst.ImportStar)  # merges go into name lists only
                 names = [(_alias_name(a), _alias_local(a) if a.asname else None) for a in added.names]
                 wrapped = _from_line(dotted(small.module) or "", names, True)  # type: ignore[arg-type]
-                return wrapped.with_changes(leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace)
+                return wrapped.with_changes(
+                    leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace
+                )
             return merged
-        star = next((dotted(s.module) for s in updated.body if type(s) is cst.ImportFrom and s.module is not None
-                     and isinstance(s.names, cst.ImportStar) and is_legacy(dotted(s.module))), None)
+        star = next(
+            (
+                dotted(s.module)
+                for s in updated.body
+                if type(s) is cst.ImportFrom
+                and s.module is not None
+                and isinstance(s.names, cst.ImportStar)
+                and is_legacy(dotted(s.module))
+            ),
+            None,
+        )
         if star is not None:  # the names it binds are unknown: nothing can be swapped
             return self._todo(updated, original, star)
-        if _skipped(original) or not any(type(s) in (cst.Import, cst.ImportFrom) and _legacy_import(s) for s in updated.body):
+        if _skipped(original) or not any(
+            type(s) in (cst.Import, cst.ImportFrom) and _legacy_import(s) for s in updated.body
+        ):
             return updated
         top = id(original) in self.top
         lines: list[cst.SimpleStatementLine] = []
@@ -472,7 +498,11 @@ class _Rewrite(cst.CSTTransformer):
             kept[-1] = last.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
             lines.append(cst.SimpleStatementLine(kept))
         if not lines:
-            return cst.RemovalSentinel.REMOVE if not _has_comments(updated.leading_lines) else updated.with_changes(body=[cst.Pass()])
+            return (
+                cst.RemovalSentinel.REMOVE
+                if not _has_comments(updated.leading_lines)
+                else updated.with_changes(body=[cst.Pass()])
+            )
         lines[0] = lines[0].with_changes(leading_lines=updated.leading_lines)
         lines[-1] = lines[-1].with_changes(trailing_whitespace=updated.trailing_whitespace)
         if todos:
@@ -484,7 +514,9 @@ class _Rewrite(cst.CSTTransformer):
         header = self.header if id(original) == self.first else set()
         return attach(line, self.ctx, leftover_rule(module), header)
 
-    def _from_import(self, node: cst.ImportFrom, planned: bool) -> tuple[list[cst.SimpleStatementLine], cst.ImportFrom | None, list[str]]:
+    def _from_import(
+        self, node: cst.ImportFrom, planned: bool
+    ) -> tuple[list[cst.SimpleStatementLine], cst.ImportFrom | None, list[str]]:
         """Native imports for one legacy `from` import (none when `planned`), what stays, and why."""
         module = dotted(node.module) or ""  # type: ignore[arg-type]
         assert not isinstance(node.names, cst.ImportStar)
@@ -498,8 +530,14 @@ class _Rewrite(cst.CSTTransformer):
             enabled = found is not None and self.ctx.enabled(found.rule_id)
             if found is not None and enabled and found.module is not None and found.name:
                 local_new = self.renames.get(local, local)
-                if not planned and local_new in self.used and self.existing.get(local_new) != f"{found.module}.{found.name}":
-                    groups.setdefault(found.module, []).append((found.name, None if local_new == found.name else local_new))
+                if (
+                    not planned
+                    and local_new in self.used
+                    and self.existing.get(local_new) != f"{found.module}.{found.name}"
+                ):
+                    groups.setdefault(found.module, []).append(
+                        (found.name, None if local_new == found.name else local_new)
+                    )
                     self.existing[local_new] = f"{found.module}.{found.name}"
                 self.ctx.hit(found.rule_id)
             elif local in self.used:
@@ -543,12 +581,18 @@ def _add_names(node: cst.ImportFrom, names: list[tuple[str, str | None]]) -> cst
     assert not isinstance(node.names, cst.ImportStar)
     aliases = list(node.names)
     keys = [_alias_name(a) for a in aliases]
-    order: Callable[[str], Any] | None = next((key for key in (_isort_key, str.lower) if keys == sorted(keys, key=key)), None)
-    separator = next((a.comma for a in aliases if type(a.comma) is cst.Comma), cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    order: Callable[[str], Any] | None = next(
+        (key for key in (_isort_key, str.lower) if keys == sorted(keys, key=key)), None
+    )
+    separator = next(
+        (a.comma for a in aliases if type(a.comma) is cst.Comma), cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    )
     trailing = aliases[-1].comma
     aliases = [a.with_changes(comma=separator) for a in aliases]
     for name, asname in names:
-        new = cst.ImportAlias(name=cst.Name(name), asname=cst.AsName(name=cst.Name(asname)) if asname else None, comma=separator)
+        new = cst.ImportAlias(
+            name=cst.Name(name), asname=cst.AsName(name=cst.Name(asname)) if asname else None, comma=separator
+        )
         index = len(aliases)
         if order is not None:
             index = next((i for i, a in enumerate(aliases) if order(_alias_name(a)) > order(name)), len(aliases))
@@ -568,8 +612,12 @@ def _legacy_from(node: cst.BaseSmallStatement) -> bool:
 
 
 def _is_bare_pass(stmt: cst.BaseStatement) -> bool:
-    return (type(stmt) is cst.SimpleStatementLine and len(stmt.body) == 1 and type(stmt.body[0]) is cst.Pass
-            and not stmt.leading_lines)
+    return (
+        type(stmt) is cst.SimpleStatementLine
+        and len(stmt.body) == 1
+        and type(stmt.body[0]) is cst.Pass
+        and not stmt.leading_lines
+    )
 
 
 def _has_comments(lines: Sequence[cst.EmptyLine]) -> bool:
@@ -624,7 +672,13 @@ def _leftover_imports(module: cst.Module, ctx: FileContext) -> cst.Module:
     lines = [_from_line(m, [(n, None) for n in names], False) for m, names in sorted(wanted.items())]
     wanted.clear()
     body = list(module.body)
-    last = max((i for i, s in enumerate(body) if type(s) is cst.SimpleStatementLine
-                and any(type(x) in (cst.Import, cst.ImportFrom) for x in s.body)), default=-1)
-    body[last + 1:last + 1] = lines
+    last = max(
+        (
+            i
+            for i, s in enumerate(body)
+            if type(s) is cst.SimpleStatementLine and any(type(x) in (cst.Import, cst.ImportFrom) for x in s.body)
+        ),
+        default=-1,
+    )
+    body[last + 1 : last + 1] = lines
     return module.with_changes(body=body)

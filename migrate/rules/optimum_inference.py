@@ -49,7 +49,7 @@ RULES: tuple[Rule, ...] = (
         name="neuron-model-classes",
         safety="unsafe",
         safety_reason="export shapes and compiler options are dropped; the model runs in the export dtype on `neuron`",
-        summary="Inference `NeuronModelForXxx.from_pretrained(..., export=True, ...)` -> `AutoModelForXxx` on `device_map=\"neuron\"` in bf16.",
+        summary='Inference `NeuronModelForXxx.from_pretrained(..., export=True, ...)` -> `AutoModelForXxx` on `device_map="neuron"` in bf16.',
         rationale="Every traced or NxD Optimum model class has a transformers auto class that loads "
         "the same checkpoint; TorchNeuron compiles it on first use, so `export`, the export shapes "
         "and the compiler arguments (`num_cores`, `auto_cast`, `optlevel`, ...) are dropped. The "
@@ -57,11 +57,11 @@ RULES: tuple[Rule, ...] = (
         "`num_cores`/`tensor_parallel_size` > 1 gets `distributed_config=DistributedConfig(tp_size=N)` "
         "instead of a device map and TODO NM917 (one process per core). Resolved by import path: "
         "the training `NeuronModelForCausalLM` is NM506's.",
-        before='import torch\nfrom optimum.neuron import NeuronModelForSequenceClassification\n'
+        before="import torch\nfrom optimum.neuron import NeuronModelForSequenceClassification\n"
         'model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, auto_cast="matmul")\n',
-        after='import torch\nfrom transformers import AutoModelForSequenceClassification\n'
+        after="import torch\nfrom transformers import AutoModelForSequenceClassification\n"
         'model = AutoModelForSequenceClassification.from_pretrained(\n    model_id,\n    device_map="neuron",\n'
-        '    dtype=torch.bfloat16,\n)\n',
+        "    dtype=torch.bfloat16,\n)\n",
     ),
     Rule(
         id="NM512",
@@ -70,15 +70,15 @@ RULES: tuple[Rule, ...] = (
         summary="Export shapes stay static: decoders get a static cache of `max_cache_len = sequence_length`.",
         rationale="`sequence_length` bounded prompt plus generated tokens of a compiled decoder; a "
         "static KV cache of that length keeps one decode graph (transformers compiles it for the "
-        "`neuron` backend). `model.neuron_config.batch_size` / `model.config.neuron[\"batch_size\"]` "
+        '`neuron` backend). `model.neuron_config.batch_size` / `model.config.neuron["batch_size"]` '
         "and the other export values read later become the values of the export call.",
-        before='from optimum.neuron import NeuronModelForCausalLM\n'
-        'model = NeuronModelForCausalLM.from_pretrained(model_id, export=True, batch_size=1, sequence_length=1024)\n'
-        'n = model.neuron_config.batch_size\n',
-        after='from optimum.neuron import NeuronModelForCausalLM\n'
-        'model = NeuronModelForCausalLM.from_pretrained(model_id, export=True, batch_size=1, sequence_length=1024)\n'
+        before="from optimum.neuron import NeuronModelForCausalLM\n"
+        "model = NeuronModelForCausalLM.from_pretrained(model_id, export=True, batch_size=1, sequence_length=1024)\n"
+        "n = model.neuron_config.batch_size\n",
+        after="from optimum.neuron import NeuronModelForCausalLM\n"
+        "model = NeuronModelForCausalLM.from_pretrained(model_id, export=True, batch_size=1, sequence_length=1024)\n"
         'model.generation_config.cache_implementation = "static"\nmodel.generation_config.max_cache_len = 1024\n'
-        'n = 1\n',
+        "n = 1\n",
     ),
     Rule(
         id="NM513",
@@ -91,11 +91,11 @@ RULES: tuple[Rule, ...] = (
         "`NeuronModelForCausalLM.export(id, neuron_config=cfg, load_weights=True)`. Natively the "
         "model is loaded from the same id; the config's shapes feed NM512 and the config "
         "statement goes once nothing else reads it.",
-        before='from optimum.neuron import NeuronModelForCausalLM\n'
-        'cfg = NeuronModelForCausalLM.get_neuron_config(model_id, batch_size=1, sequence_length=512)\n'
-        'model = NeuronModelForCausalLM.export(model_id, neuron_config=cfg, load_weights=True)\n',
-        after='from optimum.neuron import NeuronModelForCausalLM\n'
-        'model = NeuronModelForCausalLM.from_pretrained(model_id)\n',
+        before="from optimum.neuron import NeuronModelForCausalLM\n"
+        "cfg = NeuronModelForCausalLM.get_neuron_config(model_id, batch_size=1, sequence_length=512)\n"
+        "model = NeuronModelForCausalLM.export(model_id, neuron_config=cfg, load_weights=True)\n",
+        after="from optimum.neuron import NeuronModelForCausalLM\n"
+        "model = NeuronModelForCausalLM.from_pretrained(model_id)\n",
     ),
     Rule(
         id="NM514",
@@ -104,30 +104,30 @@ RULES: tuple[Rule, ...] = (
         safety_reason="inputs are padded to the export length, so per-token outputs have that length, on the device",
         summary="Encoder inputs are padded to the export `sequence_length` and moved to the model's device.",
         rationale="Optimum padded inputs of traced encoders to the compiled shape and took CPU "
-        "tensors. Natively `tokenizer(..., padding=\"max_length\", max_length=sequence_length, "
+        'tensors. Natively `tokenizer(..., padding="max_length", max_length=sequence_length, '
         "truncation=True)` keeps one graph, and the batch has to be on the model's device "
         "(`.to(model.device)`); outputs come back on the device.",
-        before='from optimum.neuron import NeuronModelForSequenceClassification\n'
-        'model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, sequence_length=128)\n'
+        before="from optimum.neuron import NeuronModelForSequenceClassification\n"
+        "model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, sequence_length=128)\n"
         'inputs = tokenizer(text, return_tensors="pt")\n',
-        after='from optimum.neuron import NeuronModelForSequenceClassification\n'
-        'model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, sequence_length=128)\n'
+        after="from optimum.neuron import NeuronModelForSequenceClassification\n"
+        "model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, sequence_length=128)\n"
         'inputs = tokenizer(\n    text,\n    return_tensors="pt",\n    padding="max_length",\n    max_length=128,\n'
-        '    truncation=True,\n).to(model.device)\n',
+        "    truncation=True,\n).to(model.device)\n",
     ),
     Rule(
         id="NM515",
         name="optimum-pipeline",
         safety="unsafe",
         safety_reason="the pipeline's model runs in bf16 on the NeuronCore, without Optimum's export options",
-        summary="`optimum.neuron.pipeline(...)` -> `transformers.pipeline(..., device=\"neuron\", dtype=torch.bfloat16)`.",
-        rationale="transformers' pipeline runs on the NeuronCore with `device=\"neuron\"` (without a "
+        summary='`optimum.neuron.pipeline(...)` -> `transformers.pipeline(..., device="neuron", dtype=torch.bfloat16)`.',
+        rationale='transformers\' pipeline runs on the NeuronCore with `device="neuron"` (without a '
         "device it runs on CPU on Neuron). `export`, `input_shapes`, `compiler_args` and "
         "`num_cores` are dropped; a text-generation pipeline's `sequence_length` becomes its "
         "model's static cache length (NM512).",
-        before='import torch\nfrom optimum.neuron import pipeline\n'
+        before="import torch\nfrom optimum.neuron import pipeline\n"
         'pipe = pipeline("text-classification", model_id, export=True)\n',
-        after='import torch\nfrom transformers import pipeline\n'
+        after="import torch\nfrom transformers import pipeline\n"
         'pipe = pipeline("text-classification", model_id, device="neuron", dtype=torch.bfloat16)\n',
     ),
 )
@@ -168,11 +168,35 @@ swap(("optimum.neuron",), "pipeline", "transformers", "pipeline", "NM515")
 
 # Export-time arguments with no meaning for a native model.
 _EXPORT_KWARGS = (
-    "export", "batch_size", "sequence_length", "num_cores", "tensor_parallel_size", "auto_cast", "auto_cast_type",
-    "dynamic_batch_size", "inline_weights_to_neff", "optlevel", "instance_type", "disable_neuron_cache",
-    "compiler_workdir", "compiler_args", "input_shapes", "num_choices", "image_size", "num_channels", "height",
-    "width", "audio_sequence_length", "num_beams", "disable_fallback", "disable_fast_relayout", "cpu_backend",
-    "neuron_config", "load_weights", "checkpoint_id", "checkpoint_revision",
+    "export",
+    "batch_size",
+    "sequence_length",
+    "num_cores",
+    "tensor_parallel_size",
+    "auto_cast",
+    "auto_cast_type",
+    "dynamic_batch_size",
+    "inline_weights_to_neff",
+    "optlevel",
+    "instance_type",
+    "disable_neuron_cache",
+    "compiler_workdir",
+    "compiler_args",
+    "input_shapes",
+    "num_choices",
+    "image_size",
+    "num_channels",
+    "height",
+    "width",
+    "audio_sequence_length",
+    "num_beams",
+    "disable_fallback",
+    "disable_fast_relayout",
+    "cpu_backend",
+    "neuron_config",
+    "load_weights",
+    "checkpoint_id",
+    "checkpoint_revision",
 )
 _SHAPES = ("batch_size", "sequence_length", "tensor_parallel_size", "num_cores")
 _FP32 = ("fp32", "f32", "float32")
@@ -240,8 +264,13 @@ def _native_load(call: cst.Call, export: _Export, ctx: FileContext, rule_id: str
     A pipeline keeps `batch_size` (also a transformers pipeline argument) and names its
     device with `device=`; it cannot take a `DistributedConfig`, so TP is only a TODO there.
     """
-    dropped = [a.keyword.value for a in call.args if a.keyword is not None and a.keyword.value in _EXPORT_KWARGS
-               and not (pipeline and a.keyword.value == "batch_size")]
+    dropped = [
+        a.keyword.value
+        for a in call.args
+        if a.keyword is not None
+        and a.keyword.value in _EXPORT_KWARGS
+        and not (pipeline and a.keyword.value == "batch_size")
+    ]
     for name in dropped:
         arg = kwarg(call, name)
         assert arg is not None
@@ -315,7 +344,9 @@ def _pipeline(node: cst.Call, ctx: FileContext) -> cst.Call:
     positional = [a for a in node.args if a.keyword is None and not a.star]
     task_arg = kwarg(node, "task") or (positional[0] if positional else None)
     model_arg = kwarg(node, "model") or (positional[1] if len(positional) > 1 else None)
-    by_name = model_arg is not None and (type(model_arg.value) is cst.SimpleString or type(model_arg.value) in (cst.Name, cst.Attribute))
+    by_name = model_arg is not None and (
+        type(model_arg.value) is cst.SimpleString or type(model_arg.value) in (cst.Name, cst.Attribute)
+    )
     if by_name and not export.compiled:
         todo(ctx, "NM915")
     if task_arg is not None and string_value(task_arg.value) == "text-generation":
@@ -339,12 +370,14 @@ def _inline_splats(node: cst.Call, ctx: FileContext) -> cst.Call:
         state.inlined.add(name)
         for element in state.dicts[name].elements:
             assert type(element) is cst.DictElement
-            args.append(cst.Arg(
-                keyword=cst.Name(string_value(element.key)),  # type: ignore[arg-type]
-                value=element.value,
-                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
-            ))
+            args.append(
+                cst.Arg(
+                    keyword=cst.Name(string_value(element.key)),  # type: ignore[arg-type]
+                    value=element.value,
+                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+                    comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+                )
+            )
     if len(args) == len(node.args) and all(a is b for a, b in zip(args, node.args)):
         return node
     args[-1] = args[-1].with_changes(comma=node.args[-1].comma)
@@ -357,8 +390,10 @@ def keyword_dicts(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     if len(node.targets) == 1 and type(node.targets[0].target) is cst.Name:
         name, value = node.targets[0].target.value, node.value
         state = _state(ctx)
-        if type(value) is cst.Dict and value.elements and all(
-            type(e) is cst.DictElement and (string_value(e.key) or "").isidentifier() for e in value.elements
+        if (
+            type(value) is cst.Dict
+            and value.elements
+            and all(type(e) is cst.DictElement and (string_value(e.key) or "").isidentifier() for e in value.elements)
         ):
             state.dicts[name] = value
         else:
@@ -442,7 +477,11 @@ def _encoder_inputs(node: cst.Assign, ctx: FileContext, model: str, export: _Exp
         if padding is None:
             new = add_kwarg(new, "padding", '"max_length"')
         elif string_value(padding.value) != "max_length":
-            new = new.with_changes(args=[a if a is not padding else a.with_changes(value=cst.SimpleString('"max_length"')) for a in new.args])
+            new = new.with_changes(
+                args=[
+                    a if a is not padding else a.with_changes(value=cst.SimpleString('"max_length"')) for a in new.args
+                ]
+            )
         if kwarg(new, "max_length") is None:
             new = add_kwarg(new, "max_length", code(length))
         if kwarg(new, "truncation") is None:
@@ -468,7 +507,12 @@ def static_cache(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     state.pending = None
     length = export.shapes.get("sequence_length")
     small = node.body[0] if len(node.body) == 1 else None
-    if kind not in ("decoder", "pipeline") or length is None or type(small) is not cst.Assign or not ctx.enabled("NM512"):
+    if (
+        kind not in ("decoder", "pipeline")
+        or length is None
+        or type(small) is not cst.Assign
+        or not ctx.enabled("NM512")
+    ):
         return node
     target = code(small.targets[0].target)
     owner = f"{target}.model" if kind == "pipeline" else target
@@ -482,8 +526,12 @@ def static_cache(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     return flatten(ctx, [node, *lines])
 
 
-_SHAPE_ATTRIBUTES = {"batch_size": "batch_size", "sequence_length": "sequence_length", "tp_degree": "tensor_parallel_size",
-                     "tensor_parallel_size": "tensor_parallel_size"}
+_SHAPE_ATTRIBUTES = {
+    "batch_size": "batch_size",
+    "sequence_length": "sequence_length",
+    "tp_degree": "tensor_parallel_size",
+    "tensor_parallel_size": "tensor_parallel_size",
+}
 
 
 @on("Attribute")
@@ -512,8 +560,16 @@ def export_values(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
 def old_export_values(node: cst.Subscript, ctx: FileContext) -> cst.BaseExpression:
     """<=0.3 `model.config.neuron["batch_size"]` -> the value given at export."""
     owner = node.value
-    if not (type(owner) is cst.Attribute and owner.attr.value == "neuron" and type(owner.value) is cst.Attribute
-            and owner.value.attr.value == "config") or len(node.slice) != 1 or not ctx.enabled("NM512"):
+    if (
+        not (
+            type(owner) is cst.Attribute
+            and owner.attr.value == "neuron"
+            and type(owner.value) is cst.Attribute
+            and owner.value.attr.value == "config"
+        )
+        or len(node.slice) != 1
+        or not ctx.enabled("NM512")
+    ):
         return node
     index = node.slice[0].slice
     key = string_value(index.value) if type(index) is cst.Index else None

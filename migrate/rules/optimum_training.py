@@ -59,9 +59,9 @@ RULES: tuple[Rule, ...] = (
         "aliases included (`NeuronTrainer as Trainer`). Unused `optimum.neuron` imports go. "
         "Defaults that differ and are kept: `optim` (Optimum `adamw_torch`, native "
         "`adamw_torch_fused`) and `report_to`.",
-        before='from optimum.neuron import NeuronTrainer, NeuronTrainingArguments\n'
+        before="from optimum.neuron import NeuronTrainer, NeuronTrainingArguments\n"
         'args = NeuronTrainingArguments(output_dir="out")\ntrainer = NeuronTrainer(model=model, args=args)\n',
-        after='from transformers import Trainer, TrainingArguments\n'
+        after="from transformers import Trainer, TrainingArguments\n"
         'args = TrainingArguments(output_dir="out")\ntrainer = Trainer(model=model, args=args)\n',
     ),
     Rule(
@@ -77,7 +77,7 @@ RULES: tuple[Rule, ...] = (
         "-> `trl.experimental.orpo`.",
         before='from optimum.neuron import NeuronSFTConfig\nargs = NeuronSFTConfig(output_dir="out")\n',
         after='from trl import SFTConfig\nargs = SFTConfig(\n    output_dir="out",\n    learning_rate=5e-5,\n'
-        '    logging_steps=500,\n    gradient_checkpointing=False,\n    bf16=False,\n)\n',
+        "    logging_steps=500,\n    gradient_checkpointing=False,\n    bf16=False,\n)\n",
     ),
     Rule(
         id="NM503",
@@ -88,7 +88,7 @@ RULES: tuple[Rule, ...] = (
         rationale="`TrainingArguments` rejects them (TypeError). Each dropped field is listed in the "
         "report with what replaces it; pipeline parallelism, sequence parallelism and ZeRO-1 master "
         "weights also get a TODO (NM910-NM912). `tensor_parallel_size` moves (NM505).",
-        before='from optimum.neuron import NeuronTrainingArguments\n'
+        before="from optimum.neuron import NeuronTrainingArguments\n"
         'args = NeuronTrainingArguments(output_dir="out", async_save=True, skip_cache_push=True)\n',
         after='from optimum.neuron import NeuronTrainingArguments\nargs = NeuronTrainingArguments(output_dir="out")\n',
     ),
@@ -97,12 +97,12 @@ RULES: tuple[Rule, ...] = (
         name="neuron-accelerator",
         safety="unsafe",
         safety_reason="ZeRO-1 and Optimum's mixed-precision settings are dropped; precision becomes accelerate's bf16",
-        summary="`NeuronAccelerator(...)` -> `Accelerator(mixed_precision=\"bf16\")`; NxD arguments dropped.",
+        summary='`NeuronAccelerator(...)` -> `Accelerator(mixed_precision="bf16")`; NxD arguments dropped.',
         rationale="accelerate 1.15 detects Neuron (`MULTI_NEURON`, backend `neuron`, bf16 autocast "
-        "on `device_type=\"neuron\"`). `trn_config` moves to the model's `from_pretrained` (NM505), "
+        'on `device_type="neuron"`). `trn_config` moves to the model\'s `from_pretrained` (NM505), '
         "`zero_1` and `mixed_precision_config` have no accelerate equivalent (ZeRO-1: NM912). "
         "`NeuronPartialState`/`NeuronAcceleratorState` -> accelerate's.",
-        before='from optimum.neuron import NeuronAccelerator\naccelerator = NeuronAccelerator(gradient_accumulation_steps=4)\n',
+        before="from optimum.neuron import NeuronAccelerator\naccelerator = NeuronAccelerator(gradient_accumulation_steps=4)\n",
         after='from accelerate import Accelerator\naccelerator = Accelerator(gradient_accumulation_steps=4, mixed_precision="bf16")\n',
     ),
     Rule(
@@ -117,13 +117,13 @@ RULES: tuple[Rule, ...] = (
         "so the rest becomes FSDP, which also shards what ZeRO-1 sharded. The custom models' "
         "`trn_config` argument becomes `distributed_config=`; a Trainer on a sharded model refuses "
         "optimizer checkpoints, so the arguments get `save_only_model=True`.",
-        before='from optimum.neuron.models.training import NeuronModelForCausalLM, TrainingNeuronConfig\n'
-        'trn_config = TrainingNeuronConfig(tensor_parallel_size=8)\n'
-        'model = NeuronModelForCausalLM.from_pretrained(model_id, trn_config)\n',
-        after='import os\nfrom transformers.distributed import DistributedConfig\n'
-        'from optimum.neuron.models.training import NeuronModelForCausalLM\n'
+        before="from optimum.neuron.models.training import NeuronModelForCausalLM, TrainingNeuronConfig\n"
+        "trn_config = TrainingNeuronConfig(tensor_parallel_size=8)\n"
+        "model = NeuronModelForCausalLM.from_pretrained(model_id, trn_config)\n",
+        after="import os\nfrom transformers.distributed import DistributedConfig\n"
+        "from optimum.neuron.models.training import NeuronModelForCausalLM\n"
         'trn_config = DistributedConfig(\n    tp_size=8,\n    fsdp_size=int(os.environ.get("WORLD_SIZE", 1)) // 8,\n)\n'
-        'model = NeuronModelForCausalLM.from_pretrained(model_id, distributed_config=trn_config)\n',
+        "model = NeuronModelForCausalLM.from_pretrained(model_id, distributed_config=trn_config)\n",
     ),
     Rule(
         id="NM506",
@@ -136,10 +136,9 @@ RULES: tuple[Rule, ...] = (
         "`Qwen3ForCausalLM`, `GraniteForCausalLM`) loads the same checkpoint. The second "
         "positional `trn_config` becomes `distributed_config=`; their `flash_attention_2` is "
         "Optimum's NKI kernel and becomes `sdpa` (NM207).",
-        before='from optimum.neuron.models.training import NeuronModelForCausalLM\n'
-        'model = NeuronModelForCausalLM.from_pretrained(model_id)\n',
-        after='from transformers import AutoModelForCausalLM\n'
-        'model = AutoModelForCausalLM.from_pretrained(model_id)\n',
+        before="from optimum.neuron.models.training import NeuronModelForCausalLM\n"
+        "model = NeuronModelForCausalLM.from_pretrained(model_id)\n",
+        after="from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained(model_id)\n",
     ),
     Rule(
         id="NM507",
@@ -150,9 +149,9 @@ RULES: tuple[Rule, ...] = (
         "so NxD could shard them later. Native sharded loading is `from_pretrained(..., "
         "distributed_config=...)`; the body runs as it is. A tensor-parallel degree taken from the "
         "command line gets TODO NM914.",
-        before='from optimum.neuron.distributed import lazy_load_for_parallelism\n'
-        'with lazy_load_for_parallelism(tensor_parallel_size=1):\n    model = AutoModelForCausalLM.from_pretrained(name)\n',
-        after='model = AutoModelForCausalLM.from_pretrained(name)\n',
+        before="from optimum.neuron.distributed import lazy_load_for_parallelism\n"
+        "with lazy_load_for_parallelism(tensor_parallel_size=1):\n    model = AutoModelForCausalLM.from_pretrained(name)\n",
+        after="model = AutoModelForCausalLM.from_pretrained(name)\n",
     ),
     Rule(
         id="NM508",
@@ -163,7 +162,7 @@ RULES: tuple[Rule, ...] = (
         "models do not have. `patch_transformers_for_neuron_sdk()` and `MixedPrecisionConfig` "
         "configured the XLA stack and are removed; `is_precompilation()` is always False "
         "(there is no `neuron_parallel_compile` phase).",
-        before='from optimum.neuron.utils import is_main_worker, patch_transformers_for_neuron_sdk\n'
+        before="from optimum.neuron.utils import is_main_worker, patch_transformers_for_neuron_sdk\n"
         'patch_transformers_for_neuron_sdk()\nif is_main_worker():\n    print("ready")\n',
         after='from accelerate import PartialState\nif PartialState().is_main_process:\n    print("ready")\n',
     ),
@@ -199,14 +198,30 @@ swap(_ON, "lazy_load_for_parallelism", None, None, "NM507")
 swap(_ON, "get_peft_model", "peft", "get_peft_model", "NM508")
 swap(_ON, "NeuronPeftModel", "peft", "PeftModel", "NM508")
 swap(_ON, "NeuronPeftModelForCausalLM", "peft", "PeftModelForCausalLM", "NM508")
-for _helper in ("is_main_worker", "is_logging_process", "is_main_worker_for_metrics", "is_precompilation",
-                "patch_transformers_for_neuron_sdk", "MixedPrecisionConfig"):
+for _helper in (
+    "is_main_worker",
+    "is_logging_process",
+    "is_main_worker_for_metrics",
+    "is_precompilation",
+    "patch_transformers_for_neuron_sdk",
+    "MixedPrecisionConfig",
+):
     swap(_ON, _helper, None, None, "NM508")
 
 _ARGS = {"NeuronTrainingArguments", "Seq2SeqNeuronTrainingArguments", "NeuronSFTConfig", "NeuronORPOConfig"}
-_SFT_DEFAULTS = (("learning_rate", "5e-5"), ("logging_steps", "500"), ("gradient_checkpointing", "False"), ("bf16", "False"))
-_ZERO1 = ("zero_1", "stochastic_rounding_enabled", "optimizer_use_master_weights", "optimizer_use_fp32_grad_acc",
-          "optimizer_save_master_weights_in_ckpt")
+_SFT_DEFAULTS = (
+    ("learning_rate", "5e-5"),
+    ("logging_steps", "500"),
+    ("gradient_checkpointing", "False"),
+    ("bf16", "False"),
+)
+_ZERO1 = (
+    "zero_1",
+    "stochastic_rounding_enabled",
+    "optimizer_use_master_weights",
+    "optimizer_use_fp32_grad_acc",
+    "optimizer_save_master_weights_in_ckpt",
+)
 _SEQUENCE_PARALLEL = ("disable_sequence_parallel", "sequence_parallel_enabled")
 _PIPELINE = ("pipeline_parallel_size",)
 # Neuron-only fields -> what the report says about dropping them.
@@ -238,23 +253,40 @@ DROPPED = {
     "gradient_checkpointing": "set gradient_checkpointing=True in the training arguments instead",
     "parallelize_embeddings": "transformers' TP plan decides what is sharded",
     "mp_plugin": "the parallelism now lives in from_pretrained(distributed_config=...)",
-    "autocast_backend": "accelerate autocasts with mixed_precision=\"bf16\"",
+    "autocast_backend": 'accelerate autocasts with mixed_precision="bf16"',
     "trn_config": "the parallelism now lives in from_pretrained(distributed_config=...)",
-    "mixed_precision_config": "mixed_precision=\"bf16\" is set instead",
+    "mixed_precision_config": 'mixed_precision="bf16" is set instead',
 }
 # The fields NeuronTrainingArguments declared in some release (the others above are
 # TrainingNeuronConfig / NeuronAccelerator keywords): what HfArgumentParser took as `--name` on a
 # launch line, where NM816 removes them. True marks a bool, whose flag stands alone or takes
 # true/false; the others take a value.
 ARGUMENT_FIELDS: dict[str, bool] = {
-    "tensor_parallel_size": False, "pipeline_parallel_size": False, "pipeline_parallel_num_microbatches": False,
-    "kv_size_multiplier": False, "num_local_ranks_per_step": False, "dataloader_prefetch_size": False,
-    "metrics_window_size": False, "half_precision_backend": False, "neuron_cc_optlevel": False,
-    "zero_1": True, "stochastic_rounding_enabled": True, "optimizer_use_master_weights": True,
-    "optimizer_use_fp32_grad_acc": True, "optimizer_save_master_weights_in_ckpt": True,
-    "disable_sequence_parallel": True, "sequence_parallel_enabled": True, "disable_embedding_parallelization": True,
-    "fuse_qkv": True, "recompute_causal_mask": True, "use_autocast": True, "use_xser": True, "async_save": True,
-    "skip_cache_push": True, "enable_throughput_metrics": True, "enable_mfu_metrics": True,
+    "tensor_parallel_size": False,
+    "pipeline_parallel_size": False,
+    "pipeline_parallel_num_microbatches": False,
+    "kv_size_multiplier": False,
+    "num_local_ranks_per_step": False,
+    "dataloader_prefetch_size": False,
+    "metrics_window_size": False,
+    "half_precision_backend": False,
+    "neuron_cc_optlevel": False,
+    "zero_1": True,
+    "stochastic_rounding_enabled": True,
+    "optimizer_use_master_weights": True,
+    "optimizer_use_fp32_grad_acc": True,
+    "optimizer_save_master_weights_in_ckpt": True,
+    "disable_sequence_parallel": True,
+    "sequence_parallel_enabled": True,
+    "disable_embedding_parallelization": True,
+    "fuse_qkv": True,
+    "recompute_causal_mask": True,
+    "use_autocast": True,
+    "use_xser": True,
+    "async_save": True,
+    "skip_cache_push": True,
+    "enable_throughput_metrics": True,
+    "enable_mfu_metrics": True,
     "enable_efficiency_metrics": True,
 }
 
@@ -416,8 +448,10 @@ def _training_model(node: cst.Call, ctx: FileContext) -> cst.Call:
     if not ctx.enabled("NM505") or len(positional) > 2:
         return node
     ctx.hit("NM505")
-    moved = config.with_changes(keyword=cst.Name("distributed_config"), equal=cst.AssignEqual(
-        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    moved = config.with_changes(
+        keyword=cst.Name("distributed_config"),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
     return replace_arg(node, positional[1], moved)
 
 
@@ -478,7 +512,10 @@ def trn_config_binding(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     value = node.value
     if type(value) is cst.Attribute and value.attr.value == "trn_config":
         _state(ctx).cli_config.add(target)
-    elif type(value) is cst.Call and _qualified_name(value.func, ctx) in ("TrainingNeuronConfig", "ModelParallelismPlugin"):
+    elif type(value) is cst.Call and _qualified_name(value.func, ctx) in (
+        "TrainingNeuronConfig",
+        "ModelParallelismPlugin",
+    ):
         _state(ctx).distributed.add(target)
     return node
 
@@ -534,7 +571,11 @@ def sdk_patching(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
 @on("With")
 def lazy_load(node: cst.With, ctx: FileContext) -> HookResult:
     """Unwrap `with lazy_load_for_parallelism(...):`; other context managers in the same `with` stay."""
-    items = [i for i in node.items if not (type(i.item) is cst.Call and _qualified_name(i.item.func, ctx) == "lazy_load_for_parallelism")]
+    items = [
+        i
+        for i in node.items
+        if not (type(i.item) is cst.Call and _qualified_name(i.item.func, ctx) == "lazy_load_for_parallelism")
+    ]
     if len(items) == len(node.items):
         return node
     removed = next(i for i in node.items if i not in items)
@@ -557,9 +598,15 @@ def lazy_load(node: cst.With, ctx: FileContext) -> HookResult:
         loader = _LoadSharded(ctx)
         body = [stmt.visit(loader) for stmt in body]  # type: ignore[misc]
         if loader.sharded:
-            config = _distributed_config(ctx, tp.value, cst.Name(want_import(ctx, "transformers.distributed", "DistributedConfig")))
+            config = _distributed_config(
+                ctx, tp.value, cst.Name(want_import(ctx, "transformers.distributed", "DistributedConfig"))
+            )
             line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(_CONFIG))], wrap_long(config))])
-            body = [line.with_changes(leading_lines=leading_lines(body[0])), body[0].with_changes(leading_lines=[]), *body[1:]]
+            body = [
+                line.with_changes(leading_lines=leading_lines(body[0])),
+                body[0].with_changes(leading_lines=[]),
+                *body[1:],
+            ]
     return flatten(ctx, body)  # the with statement's TODOs (NM914) go on its first statement
 
 

@@ -33,7 +33,7 @@ RULES: tuple[Rule, ...] = (
         name="fp16-to-bf16",
         safety="unsafe",
         safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics and loss curves change",
-        summary="Mixed-precision flags: `fp16=True` -> `bf16=True`, `mixed_precision=\"fp16\"` -> `\"bf16\"`.",
+        summary='Mixed-precision flags: `fp16=True` -> `bf16=True`, `mixed_precision="fp16"` -> `"bf16"`.',
         rationale="bf16 works on all Trainium generations and needs no loss scaling. In "
         "TrainingArguments/TRL configs `fp16=True` becomes `bf16=True` (an existing `bf16=False` "
         "is dropped); `fp16=not is_bf16_supported()` becomes `bf16=True`. Accelerate's "
@@ -50,8 +50,8 @@ RULES: tuple[Rule, ...] = (
         rationale="Only keyword arguments that choose a load or cast dtype (`dtype=`, `torch_dtype=`, "
         "`bnb_4bit_compute_dtype=`, `param_dtype=`, dict keys of model kwargs) and `.half()` are "
         "rewritten; comparisons such as `x.dtype == torch.float16` are left alone (context rule 11).",
-        before='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float16)\nmodel = model.half()\n',
-        after='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\nmodel = model.to(torch.bfloat16)\n',
+        before="import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float16)\nmodel = model.half()\n",
+        after="import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\nmodel = model.to(torch.bfloat16)\n",
     ),
     Rule(
         id="NM203",
@@ -69,13 +69,13 @@ RULES: tuple[Rule, ...] = (
         name="autocast",
         safety="unsafe",
         safety_reason="autocast computes in bf16, where CUDA autocast defaulted to fp16: numerics change",
-        summary="CUDA autocast -> `torch.autocast(\"neuron\", dtype=torch.bfloat16)`.",
-        rationale="`torch.cuda.amp.autocast(...)`, `torch.autocast(\"cuda\")` and "
-        "`torch.amp.autocast(device_type=\"cuda\")` target CUDA. AWS documents "
-        "`torch.autocast(device_type=\"neuron\")`; the dtype is stated explicitly because defaults "
+        summary='CUDA autocast -> `torch.autocast("neuron", dtype=torch.bfloat16)`.',
+        rationale='`torch.cuda.amp.autocast(...)`, `torch.autocast("cuda")` and '
+        '`torch.amp.autocast(device_type="cuda")` target CUDA. AWS documents '
+        '`torch.autocast(device_type="neuron")`; the dtype is stated explicitly because defaults '
         "follow CUDA conventions (fp16). Autocast on a device variable "
         "(`torch.autocast(accelerator.device.type)`) is already portable and left alone.",
-        before='import torch\nwith torch.cuda.amp.autocast():\n    loss = model(x)\n',
+        before="import torch\nwith torch.cuda.amp.autocast():\n    loss = model(x)\n",
         after='import torch\nwith torch.autocast("neuron", dtype=torch.bfloat16):\n    loss = model(x)\n',
     ),
     Rule(
@@ -83,10 +83,10 @@ RULES: tuple[Rule, ...] = (
         name="grad-scaler",
         safety="unsafe",
         safety_reason="the disabled scaler no longer scales the loss or skips steps whose gradients overflowed",
-        summary="CUDA GradScaler -> `torch.amp.GradScaler(\"neuron\", enabled=False)`.",
+        summary='CUDA GradScaler -> `torch.amp.GradScaler("neuron", enabled=False)`.',
         rationale="bf16 needs no loss scaling. A disabled scaler is a pass-through (`scale` returns "
         "the loss, `step` calls `optimizer.step()`), so the training loop stays as written.",
-        before='import torch\nscaler = torch.cuda.amp.GradScaler()\n',
+        before="import torch\nscaler = torch.cuda.amp.GradScaler()\n",
         after='import torch\nscaler = torch.amp.GradScaler("neuron", enabled=False)\n',
     ),
     Rule(
@@ -134,9 +134,19 @@ def _is_config_call(node: cst.Call) -> bool:
 @on("Call")
 def precision_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     qualified = ctx.qualify(node.func)
-    if qualified in ("torch.cuda.amp.autocast", "torch.autocast", "torch.amp.autocast", "torch.cpu.amp.autocast") and ctx.enabled("NM204"):
+    if qualified in (
+        "torch.cuda.amp.autocast",
+        "torch.autocast",
+        "torch.amp.autocast",
+        "torch.cpu.amp.autocast",
+    ) and ctx.enabled("NM204"):
         return _autocast(node, qualified, ctx)
-    if qualified in ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.GradScaler", "torch.amp.grad_scaler.GradScaler") and ctx.enabled("NM205"):
+    if qualified in (
+        "torch.cuda.amp.GradScaler",
+        "torch.amp.GradScaler",
+        "torch.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+    ) and ctx.enabled("NM205"):
         return _scaler(node, qualified, ctx)
     if method_of(node, "half") and not node.args and ctx.enabled("NM202"):
         assert type(node.func) is cst.Attribute
@@ -148,7 +158,11 @@ def precision_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if _is_config_call(node):
         node = _fp16_flags(node, ctx)
         tf32 = kwarg(node, "tf32")
-        if tf32 is not None and ctx.enabled("NM206") and not (type(tf32.value) is cst.Name and tf32.value.value in ("False", "None")):
+        if (
+            tf32 is not None
+            and ctx.enabled("NM206")
+            and not (type(tf32.value) is cst.Name and tf32.value.value in ("False", "None"))
+        ):
             ctx.hit("NM206")
             node = remove_arg(node, tf32)
     torch_dtype = kwarg(node, "torch_dtype")

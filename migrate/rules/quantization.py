@@ -40,8 +40,8 @@ RULES: tuple[Rule, ...] = (
         "arguments are removed and `dtype=torch.bfloat16` is added when no dtype is given. Weights "
         "then take about 4x (4-bit) or 2x (8-bit) more memory, so the TODO NM908 on the config "
         "suggests FSDP or more NeuronCores.",
-        before='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=bnb_config)\n',
-        after='import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\n',
+        before="import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=bnb_config)\n",
+        after="import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\n",
     ),
     Rule(
         id="NM210",
@@ -65,12 +65,22 @@ RULES: tuple[Rule, ...] = (
         rationale="On a model that is no longer quantized, peft's k-bit preparation casts every "
         "bf16 parameter to fp32, doubling memory. What LoRA still needs from it is gradient "
         "checkpointing (if it was on) and `enable_input_require_grads()`.",
-        before='model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)\n',
-        after='model.gradient_checkpointing_enable()\nmodel.enable_input_require_grads()\n',
+        before="model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=True)\n",
+        after="model.gradient_checkpointing_enable()\nmodel.enable_input_require_grads()\n",
     ),
 )
 
-_BNB_OPTIMS = ("paged_adamw", "adamw_bnb", "adamw_8bit", "paged_lion", "lion_8bit", "rmsprop_bnb", "paged_ademamix", "ademamix_8bit", "adamw_torch_4bit")
+_BNB_OPTIMS = (
+    "paged_adamw",
+    "adamw_bnb",
+    "adamw_8bit",
+    "paged_lion",
+    "lion_8bit",
+    "rmsprop_bnb",
+    "paged_ademamix",
+    "ademamix_8bit",
+    "adamw_torch_4bit",
+)
 
 
 def _optim(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
@@ -98,9 +108,13 @@ def _is_loader(node: cst.Call, ctx: FileContext) -> bool:
 def _without_quantized_keys(node: cst.Dict, ctx: FileContext) -> cst.Dict | None:
     """The dict literal without its bitsandbytes load keys, or None when it has none."""
     keep = [
-        e for e in node.elements
-        if not (type(e) is cst.DictElement and string_value(e.key) in _QUANTIZED_KEYS
-                and not (type(e.value) is cst.Name and e.value.value in ("False", "None")))
+        e
+        for e in node.elements
+        if not (
+            type(e) is cst.DictElement
+            and string_value(e.key) in _QUANTIZED_KEYS
+            and not (type(e.value) is cst.Name and e.value.value in ("False", "None"))
+        )
     ]
     if len(keep) == len(node.elements):
         return None
@@ -185,7 +199,11 @@ def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
 @on("Attribute")
 def bnb_optimizer_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     """`optimizer_cls = bnb.optim.AdamW8bit` (diffusers) -> `torch.optim.AdamW`."""
-    if node.attr.value.endswith(("8bit", "32bit")) and ctx.enabled("NM210") and (ctx.qualify(node) or "").startswith("bitsandbytes.optim."):
+    if (
+        node.attr.value.endswith(("8bit", "32bit"))
+        and ctx.enabled("NM210")
+        and (ctx.qualify(node) or "").startswith("bitsandbytes.optim.")
+    ):
         ctx.hit("NM210")
         return cst.Attribute(value=ctx.module_ref("torch.optim"), attr=cst.Name("AdamW"))
     return node
@@ -197,7 +215,10 @@ def kbit_preparation(node: cst.SimpleStatementLine, ctx: FileContext) -> HookRes
         return node
     small = node.body[0]
     value = small.value if isinstance(small, (cst.Assign, cst.Expr)) else None
-    if type(value) is not cst.Call or callee_name(value) not in ("prepare_model_for_kbit_training", "prepare_model_for_int8_training"):
+    if type(value) is not cst.Call or callee_name(value) not in (
+        "prepare_model_for_kbit_training",
+        "prepare_model_for_int8_training",
+    ):
         return node
     positional = [a for a in value.args if a.keyword is None and not a.star]
     model_arg = kwarg(value, "model") or (positional[0] if positional else None)

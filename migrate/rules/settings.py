@@ -76,7 +76,9 @@ def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
     return module.code_for_node(a) == module.code_for_node(b)
 
 
-def _apply(name: str | None, value: cst.BaseExpression, ctx: FileContext, keyword: bool) -> tuple[cst.BaseExpression | None, str | None]:
+def _apply(
+    name: str | None, value: cst.BaseExpression, ctx: FileContext, keyword: bool
+) -> tuple[cst.BaseExpression | None, str | None]:
     if name is None:
         return None, None
     for s in SETTINGS:

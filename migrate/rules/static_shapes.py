@@ -24,8 +24,8 @@ RULES: tuple[Rule, ...] = (
         rationale="The last partial batch has a new shape and compiles a new graph. Only loaders "
         "that shuffle or whose dataset/variable name says train are changed; eval and test loaders "
         "keep every sample because dropping would change metrics (context rule 12).",
-        before='train_loader = DataLoader(train_ds, batch_size=8, shuffle=True)\n',
-        after='train_loader = DataLoader(train_ds, batch_size=8, shuffle=True, drop_last=True)\n',
+        before="train_loader = DataLoader(train_ds, batch_size=8, shuffle=True)\n",
+        after="train_loader = DataLoader(train_ds, batch_size=8, shuffle=True, drop_last=True)\n",
     ),
     Rule(
         id="NM306",
@@ -37,15 +37,15 @@ RULES: tuple[Rule, ...] = (
         "`DataCollatorForLanguageModeling` pad to the longest sample, a new length nearly every "
         "batch. Padding to a multiple of 128 bounds the number of shapes. A smaller multiple "
         "(alpaca-lora's 8) is raised to 128. TRL collators already do this on Neuron.",
-        before='collator = DataCollatorWithPadding(tokenizer)\n',
-        after='collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=128)\n',
+        before="collator = DataCollatorWithPadding(tokenizer)\n",
+        after="collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=128)\n",
     ),
     Rule(
         id="NM307",
         name="compile-backend",
         safety="safe",
-        summary="`torch.compile(m)` -> `torch.compile(m, backend=\"neuron\", dynamic=False)`; CUDA modes dropped.",
-        rationale="AWS: add `backend=\"neuron\"` and remove CUDA-specific modes (`reduce-overhead` "
+        summary='`torch.compile(m)` -> `torch.compile(m, backend="neuron", dynamic=False)`; CUDA modes dropped.',
+        rationale='AWS: add `backend="neuron"` and remove CUDA-specific modes (`reduce-overhead` '
         "means CUDA graphs, `max-autotune` Triton). `dynamic=False` keeps Dynamo from making "
         "shape-polymorphic graphs Neuron cannot compile. A CUDA `torch_compile_mode` in "
         "TrainingArguments is dropped (Trainer picks the neuron backend itself).",

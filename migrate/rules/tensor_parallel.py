@@ -36,33 +36,43 @@ from migrate.rules.legacy_todos import todo
 
 _TP_KWARGS = ("tp_plan", "tp_size", "device_mesh")
 _TP_FILE = re.compile(r"\b(?:tp_plan|tp_size|device_mesh|distributed_config)\s*=")
-_ARGUMENT_CLASSES = frozenset({
-    "transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments", "trl.SFTConfig", "trl.DPOConfig",
-    "trl.GRPOConfig", "trl.KTOConfig", "trl.RewardConfig", "trl.RLOOConfig",
-})
+_ARGUMENT_CLASSES = frozenset(
+    {
+        "transformers.TrainingArguments",
+        "transformers.Seq2SeqTrainingArguments",
+        "trl.SFTConfig",
+        "trl.DPOConfig",
+        "trl.GRPOConfig",
+        "trl.KTOConfig",
+        "trl.RewardConfig",
+        "trl.RLOOConfig",
+    }
+)
 _MESH_FACTORIES = frozenset({"torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh"})
 _CONSOLIDATE = re.compile(r"^optimum\.neuron\..*consolidate\w*$")
-CONSOLIDATE_TODO = ("not needed natively: save_pretrained gathers the tensor-parallel shards of a model loaded "
-                    "with DistributedConfig into one checkpoint; checkpoints written by Optimum Neuron must be "
-                    "consolidated once with optimum-neuron in the old environment")
+CONSOLIDATE_TODO = (
+    "not needed natively: save_pretrained gathers the tensor-parallel shards of a model loaded "
+    "with DistributedConfig into one checkpoint; checkpoints written by Optimum Neuron must be "
+    "consolidated once with optimum-neuron in the old environment"
+)
 
 RULES: tuple[Rule, ...] = (
     Rule(
         id="NM521",
         name="tp-distributed-config",
-        summary="`from_pretrained(..., tp_plan=\"auto\", tp_size=N, device_mesh=m)` -> "
+        summary='`from_pretrained(..., tp_plan="auto", tp_size=N, device_mesh=m)` -> '
         "`distributed_config=DistributedConfig(tp_size=N)`.",
         rationale="transformers 5.23 builds `DistributedConfig(tp_plan=, tp_size=)` from the old keywords with a "
         "FutureWarning (`tp_plan` is to go) and replaces a `device_mesh=` passed with them by the mesh that "
         "config builds; `DistributedConfig` is also what shards a model as DTensors on TorchNeuron. "
-        "`tp_plan=\"auto\"` with a size is the config's default plan and is dropped; a dict plan moves along. "
+        '`tp_plan="auto"` with a size is the config\'s default plan and is dropped; a dict plan moves along. '
         "A `device_mesh=` alone becomes the size of its `tp` dimension (the whole mesh when it is 1-D), as "
         "the docstring of `from_pretrained` describes it; other dimensions of that mesh need "
         "`fsdp_size`/`dp_replicate_size`, which the report points out.",
-        before='from transformers import AutoModelForCausalLM\n'
-               'model = AutoModelForCausalLM.from_pretrained("gpt2", tp_plan="auto", tp_size=2)\n',
-        after='from transformers import AutoModelForCausalLM\nfrom transformers.distributed import DistributedConfig\n'
-              'model = AutoModelForCausalLM.from_pretrained("gpt2", distributed_config=DistributedConfig(tp_size=2))\n',
+        before="from transformers import AutoModelForCausalLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", tp_plan="auto", tp_size=2)\n',
+        after="from transformers import AutoModelForCausalLM\nfrom transformers.distributed import DistributedConfig\n"
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", distributed_config=DistributedConfig(tp_size=2))\n',
         safety="safe",
     ),
     Rule(
@@ -70,23 +80,23 @@ RULES: tuple[Rule, ...] = (
         name="tp-save-only-model",
         summary="Training arguments of a tensor-parallel script get `save_only_model=True`.",
         rationale="`Trainer` refuses a model sharded at load time (`DistributedConfig`) unless checkpoints skip "
-        "the optimizer: \"Resuming is not supported for models sharded at load time ... Pass "
+        'the optimizer: "Resuming is not supported for models sharded at load time ... Pass '
         "`save_only_model=True` or `save_strategy='no'`\" (transformers 5.23 trainer.py). Applies to "
         "`TrainingArguments` and TRL configs in a file that loads with `tp_plan`/`tp_size`/`device_mesh`/"
-        "`distributed_config`, unless `save_strategy=\"no\"` or `save_only_model` is given.",
-        before='from transformers import AutoModelForCausalLM, TrainingArguments\n'
-               'model = AutoModelForCausalLM.from_pretrained("gpt2", distributed_config=config)\n'
-               'args = TrainingArguments(output_dir="out")\n',
-        after='from transformers import AutoModelForCausalLM, TrainingArguments\n'
-              'model = AutoModelForCausalLM.from_pretrained("gpt2", distributed_config=config)\n'
-              'args = TrainingArguments(output_dir="out", save_only_model=True)\n',
+        '`distributed_config`, unless `save_strategy="no"` or `save_only_model` is given.',
+        before="from transformers import AutoModelForCausalLM, TrainingArguments\n"
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", distributed_config=config)\n'
+        'args = TrainingArguments(output_dir="out")\n',
+        after="from transformers import AutoModelForCausalLM, TrainingArguments\n"
+        'model = AutoModelForCausalLM.from_pretrained("gpt2", distributed_config=config)\n'
+        'args = TrainingArguments(output_dir="out", save_only_model=True)\n',
         safety="unsafe",
         safety_reason="checkpoints no longer hold optimizer and scheduler state: a run cannot resume from them",
     ),
     Rule(
         id="NM523",
         name="device-mesh-type",
-        summary="`init_device_mesh(\"cuda\", ...)` -> `init_device_mesh(\"neuron\", ...)`.",
+        summary='`init_device_mesh("cuda", ...)` -> `init_device_mesh("neuron", ...)`.',
         rationale="A device mesh names the device type its ranks use; a tensor-parallel script builds it for "
         "`device_mesh=` (NM521) or for DTensor code of its own. On TorchNeuron each rank's device is "
         "`neuron:{LOCAL_RANK}`, which the `neuron` process group serves.",
@@ -103,12 +113,12 @@ RULES: tuple[Rule, ...] = (
         "checkpoint itself, so new runs need no consolidation; old Optimum checkpoints need it once, in an "
         "environment that still has optimum-neuron.",
         before="from optimum.neuron.models.training import "
-               "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
-               'consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
+        "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
+        'consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
         after="from optimum.neuron.models.training import "
-              "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
-              f"# TODO(neuron-migrate NM922): {CONSOLIDATE_TODO}\n"
-              'consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
+        "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
+        f"# TODO(neuron-migrate NM922): {CONSOLIDATE_TODO}\n"
+        'consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
         safety="safe",
         todo=True,
     ),
@@ -144,11 +154,17 @@ def _distributed_config(node: cst.Call, ctx: FileContext) -> cst.Call:
     elif mesh is not None and plan is None:
         name = code(mesh.value)
         fields.append(f'tp_size={name}.size() if {name}.ndim == 1 else {name}["tp"].size()')
-        ctx.warn("NM521", f"device_mesh={name} became its tp size: set fsdp_size/dp_replicate_size on the "
-                 "DistributedConfig for its other dimensions")
+        ctx.warn(
+            "NM521",
+            f"device_mesh={name} became its tp size: set fsdp_size/dp_replicate_size on the "
+            "DistributedConfig for its other dimensions",
+        )
     if mesh is not None and (plan is not None or size is not None):
-        ctx.warn("NM521", f"removed device_mesh={code(mesh.value)}: transformers replaces it by the mesh "
-                 "DistributedConfig builds over the world")
+        ctx.warn(
+            "NM521",
+            f"removed device_mesh={code(mesh.value)}: transformers replaces it by the mesh "
+            "DistributedConfig builds over the world",
+        )
     for arg in (plan, size, mesh):
         if arg is not None and arg.keyword is not None:  # always keyword: found by kwarg()
             keyword = arg.keyword.value
@@ -160,12 +176,18 @@ def _distributed_config(node: cst.Call, ctx: FileContext) -> cst.Call:
 
 def _save_only_model(node: cst.Call, ctx: FileContext) -> cst.Call:
     strategy = kwarg(node, "save_strategy")
-    if kwarg(node, "save_only_model") is not None or has_star_kwargs(node) or (
-            strategy is not None and string_value(strategy.value) == "no"):
+    if (
+        kwarg(node, "save_only_model") is not None
+        or has_star_kwargs(node)
+        or (strategy is not None and string_value(strategy.value) == "no")
+    ):
         return node
     ctx.hit("NM522")
-    ctx.warn("NM522", "save_only_model=True: Trainer refuses optimizer checkpoints of a model sharded at load "
-             "time (DistributedConfig); a run cannot resume from these checkpoints")
+    ctx.warn(
+        "NM522",
+        "save_only_model=True: Trainer refuses optimizer checkpoints of a model sharded at load "
+        "time (DistributedConfig); a run cannot resume from these checkpoints",
+    )
     return add_kwarg(node, "save_only_model", "True")
 
 

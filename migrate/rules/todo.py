@@ -15,20 +15,36 @@ from migrate.rules.base import callee_name, kwarg, on
 from migrate.rules.todo_messages import MESSAGES, TODOS
 
 _EXAMPLES = {
-    "NM901": ('from vllm import LLM, SamplingParams\n',
-              '# TODO(neuron-migrate NM901): {m}\nfrom vllm import LLM, SamplingParams\n'),
-    "NM902": ('import deepspeed\n', '# TODO(neuron-migrate NM902): {m}\nimport deepspeed\n'),
-    "NM903": ('import torch\nstart = torch.cuda.Event(enable_timing=True)\n',
-              'import torch\n# TODO(neuron-migrate NM903): {m}\nstart = torch.cuda.Event(enable_timing=True)\n'),
-    "NM904": ('import torch\nmajor, _ = torch.cuda.get_device_capability()\n',
-              'import torch\n# TODO(neuron-migrate NM904): {m}\nmajor, _ = (8, 0)\n'),
-    "NM905": ('import triton\n', '# TODO(neuron-migrate NM905): {m}\nimport triton\n'),
-    "NM906": ('from unsloth import FastLanguageModel\n', '# TODO(neuron-migrate NM906): {m}\nfrom unsloth import FastLanguageModel\n'),
-    "NM907": ('from flash_attn import flash_attn_func\n', '# TODO(neuron-migrate NM907): {m}\nfrom flash_attn import flash_attn_func\n'),
-    "NM908": ('from transformers import BitsAndBytesConfig\nbnb_config = BitsAndBytesConfig(load_in_4bit=True)\n',
-              'from transformers import BitsAndBytesConfig\n# TODO(neuron-migrate NM908): {m}\nbnb_config = BitsAndBytesConfig(load_in_4bit=True)\n'),
-    "NM909": ('model = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n',
-              '# TODO(neuron-migrate NM909): {m}\nmodel = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n'),
+    "NM901": (
+        "from vllm import LLM, SamplingParams\n",
+        "# TODO(neuron-migrate NM901): {m}\nfrom vllm import LLM, SamplingParams\n",
+    ),
+    "NM902": ("import deepspeed\n", "# TODO(neuron-migrate NM902): {m}\nimport deepspeed\n"),
+    "NM903": (
+        "import torch\nstart = torch.cuda.Event(enable_timing=True)\n",
+        "import torch\n# TODO(neuron-migrate NM903): {m}\nstart = torch.cuda.Event(enable_timing=True)\n",
+    ),
+    "NM904": (
+        "import torch\nmajor, _ = torch.cuda.get_device_capability()\n",
+        "import torch\n# TODO(neuron-migrate NM904): {m}\nmajor, _ = (8, 0)\n",
+    ),
+    "NM905": ("import triton\n", "# TODO(neuron-migrate NM905): {m}\nimport triton\n"),
+    "NM906": (
+        "from unsloth import FastLanguageModel\n",
+        "# TODO(neuron-migrate NM906): {m}\nfrom unsloth import FastLanguageModel\n",
+    ),
+    "NM907": (
+        "from flash_attn import flash_attn_func\n",
+        "# TODO(neuron-migrate NM907): {m}\nfrom flash_attn import flash_attn_func\n",
+    ),
+    "NM908": (
+        "from transformers import BitsAndBytesConfig\nbnb_config = BitsAndBytesConfig(load_in_4bit=True)\n",
+        "from transformers import BitsAndBytesConfig\n# TODO(neuron-migrate NM908): {m}\nbnb_config = BitsAndBytesConfig(load_in_4bit=True)\n",
+    ),
+    "NM909": (
+        'model = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n',
+        '# TODO(neuron-migrate NM909): {m}\nmodel = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n',
+    ),
 }
 # TODO rules only annotate, so they are safe, except where the TODO also replaces a call that
 # raises without CUDA: the replacement value decides which branch the script takes.
@@ -36,20 +52,51 @@ _UNSAFE = {
     "NM904": "capability checks now see (8, 0): code gated on major >= 8 takes its Ampere path (bf16)",
 }
 RULES: tuple[Rule, ...] = tuple(
-    Rule(id=rule_id, name=name, summary=f"TODO: {title}.", rationale=why, before=_EXAMPLES[rule_id][0],
-         after=_EXAMPLES[rule_id][1].replace("{m}", message), safety="unsafe" if rule_id in _UNSAFE else "safe",
-         safety_reason=_UNSAFE.get(rule_id, ""), todo=True)
+    Rule(
+        id=rule_id,
+        name=name,
+        summary=f"TODO: {title}.",
+        rationale=why,
+        before=_EXAMPLES[rule_id][0],
+        after=_EXAMPLES[rule_id][1].replace("{m}", message),
+        safety="unsafe" if rule_id in _UNSAFE else "safe",
+        safety_reason=_UNSAFE.get(rule_id, ""),
+        todo=True,
+    )
     for rule_id, (name, title, why, message) in TODOS.items()
 )
 
 # top-level package imported -> TODO id
 _PACKAGES = {
-    "vllm": "NM901", "deepspeed": "NM902", "triton": "NM905", "apex": "NM905",
-    "unsloth": "NM906", "unsloth_zoo": "NM906", "flash_attn": "NM907", "liger_kernel": "NM907",
-    "auto_gptq": "NM908", "awq": "NM908", "gptqmodel": "NM908", "bitsandbytes": "NM908",
+    "vllm": "NM901",
+    "deepspeed": "NM902",
+    "triton": "NM905",
+    "apex": "NM905",
+    "unsloth": "NM906",
+    "unsloth_zoo": "NM906",
+    "flash_attn": "NM907",
+    "liger_kernel": "NM907",
+    "auto_gptq": "NM908",
+    "awq": "NM908",
+    "gptqmodel": "NM908",
+    "bitsandbytes": "NM908",
 }
-_CUDA_RUNTIME = ("Event", "Stream", "stream", "current_stream", "default_stream", "graph", "CUDAGraph",
-                 "graphs", "nvtx", "nccl", "ipc_collect", "cudart", "jiterator", "make_graphed_callables")
+_CUDA_RUNTIME = (
+    "Event",
+    "Stream",
+    "stream",
+    "current_stream",
+    "default_stream",
+    "graph",
+    "CUDAGraph",
+    "graphs",
+    "nvtx",
+    "nccl",
+    "ipc_collect",
+    "cudart",
+    "jiterator",
+    "make_graphed_callables",
+)
 
 
 def _todo(ctx: FileContext, rule_id: str) -> None:
@@ -79,7 +126,7 @@ def import_from_todo(node: cst.ImportFrom, ctx: FileContext) -> cst.ImportFrom:
 def call_todo(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     qualified = ctx.qualify(node.func) or ""
     if qualified.startswith("torch.cuda."):
-        rest = qualified[len("torch.cuda."):]
+        rest = qualified[len("torch.cuda.") :]
         if rest.split(".")[0] in _CUDA_RUNTIME:
             _todo(ctx, "NM903")
         elif rest == "get_device_capability" and ctx.enabled("NM904"):
@@ -90,14 +137,24 @@ def call_todo(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     elif qualified.startswith("torch.utils.cpp_extension.") or qualified.startswith("apex."):
         _todo(ctx, "NM905")
     name = callee_name(node)
-    if name == "BitsAndBytesConfig" or name in ("GPTQConfig", "AwqConfig", "HqqConfig", "TorchAoConfig", "FbgemmFp8Config"):
+    if name == "BitsAndBytesConfig" or name in (
+        "GPTQConfig",
+        "AwqConfig",
+        "HqqConfig",
+        "TorchAoConfig",
+        "FbgemmFp8Config",
+    ):
         _todo(ctx, "NM908")
     elif name and name.startswith("replace_llama_attn_with_flash_attn"):
         _todo(ctx, "NM907")
     if kwarg(node, "max_memory") is not None and name == "from_pretrained":
         _todo(ctx, "NM909")
     deepspeed = kwarg(node, "deepspeed")
-    if deepspeed is not None and (name or "").endswith(("Arguments", "Config")) and not (type(deepspeed.value) is cst.Name and deepspeed.value.value == "None"):
+    if (
+        deepspeed is not None
+        and (name or "").endswith(("Arguments", "Config"))
+        and not (type(deepspeed.value) is cst.Name and deepspeed.value.value == "None")
+    ):
         _todo(ctx, "NM902")
     return node
 

@@ -44,18 +44,18 @@ RULES: tuple[Rule, ...] = (
         "side-effect imports such as `torch_xla.distributed.xla_backend`; one that is still used "
         "stays with TODO NM918. This rule does the dropping, so with only another NM6xx rule "
         "selected the unused import is left in place (as the examples of those rules show).",
-        before='import torch\nimport torch_xla\nimport torch_xla.distributed.xla_backend\nx = torch.ones(2)\n',
-        after='import torch\nx = torch.ones(2)\n',
+        before="import torch\nimport torch_xla\nimport torch_xla.distributed.xla_backend\nx = torch.ones(2)\n",
+        after="import torch\nx = torch.ones(2)\n",
     ),
     Rule(
         id="NM602",
         name="xla-device",
         safety="safe",
-        summary="`xm.xla_device()` / `torch_xla.device()` / `\"xla\"` -> the rank's NeuronCore.",
+        summary='`xm.xla_device()` / `torch_xla.device()` / `"xla"` -> the rank\'s NeuronCore.',
         rationale="Under xmp.spawn or torchrun each process owned one core; natively that is "
-        "`neuron:<LOCAL_RANK>`. A single-process script gets `torch.device(\"neuron\")`. "
+        '`neuron:<LOCAL_RANK>`. A single-process script gets `torch.device("neuron")`. '
         "`xm.xla_device(n)` keeps its index.",
-        before='import torch_xla.core.xla_model as xm\ndevice = xm.xla_device()\n',
+        before="import torch_xla.core.xla_model as xm\ndevice = xm.xla_device()\n",
         after='import torch\nimport torch_xla.core.xla_model as xm\ndevice = torch.device("neuron")\n',
     ),
     Rule(
@@ -66,8 +66,8 @@ RULES: tuple[Rule, ...] = (
         rationale="They cut and flushed the lazy XLA graph. TorchNeuron runs eagerly, so there is "
         "nothing to cut; time with `torch.accelerator.synchronize()` where needed. "
         "`print(met.metrics_report())` has no equivalent. Comments above a removed call stay.",
-        before='import torch_xla.core.xla_model as xm\nfor batch in loader:\n    loss = step(batch)\n    xm.mark_step()\n',
-        after='import torch_xla.core.xla_model as xm\nfor batch in loader:\n    loss = step(batch)\n',
+        before="import torch_xla.core.xla_model as xm\nfor batch in loader:\n    loss = step(batch)\n    xm.mark_step()\n",
+        after="import torch_xla.core.xla_model as xm\nfor batch in loader:\n    loss = step(batch)\n",
     ),
     Rule(
         id="NM604",
@@ -79,8 +79,8 @@ RULES: tuple[Rule, ...] = (
         rationale="xm.optimizer_step all-reduced the gradients of data-parallel replicas and then "
         "stepped. DDP/FSDP reduce natively; a multi-process script with neither gets TODO NM916, "
         "since the replicas would otherwise train apart silently.",
-        before='import torch_xla.core.xla_model as xm\nxm.optimizer_step(optimizer)\n',
-        after='import torch_xla.core.xla_model as xm\noptimizer.step()\n',
+        before="import torch_xla.core.xla_model as xm\nxm.optimizer_step(optimizer)\n",
+        after="import torch_xla.core.xla_model as xm\noptimizer.step()\n",
     ),
     Rule(
         id="NM605",
@@ -91,15 +91,15 @@ RULES: tuple[Rule, ...] = (
         "to the XLA device in the background. The plain DataLoader is iterated instead, and the "
         "first statement of each `for` over it moves the batch: `x, y = x.to(device), "
         "y.to(device)`, a dict comprehension for dict batches, `batch.to(device)` otherwise.",
-        before='import torch_xla.distributed.parallel_loader as pl\n'
-        'train_loader = pl.MpDeviceLoader(loader, device)\nfor x, y in train_loader:\n    step(x, y)\n',
-        after='import torch_xla.distributed.parallel_loader as pl\ntrain_loader = loader\nfor x, y in train_loader:\n    x, y = x.to(device), y.to(device)\n    step(x, y)\n',
+        before="import torch_xla.distributed.parallel_loader as pl\n"
+        "train_loader = pl.MpDeviceLoader(loader, device)\nfor x, y in train_loader:\n    step(x, y)\n",
+        after="import torch_xla.distributed.parallel_loader as pl\ntrain_loader = loader\nfor x, y in train_loader:\n    x, y = x.to(device), y.to(device)\n    step(x, y)\n",
     ),
     Rule(
         id="NM606",
         name="xla-process-group",
         safety="safe",
-        summary="`init_process_group(\"xla\", init_method=\"xla://\")` -> `init_process_group(\"neuron\")`.",
+        summary='`init_process_group("xla", init_method="xla://")` -> `init_process_group("neuron")`.',
         rationale="`neuron` is TorchNeuron's collective backend; under torchrun the default "
         "`env://` rendezvous applies, so the XLA init method goes.",
         before='import torch.distributed as dist\ndist.init_process_group("xla", init_method="xla://")\n',
@@ -110,7 +110,7 @@ RULES: tuple[Rule, ...] = (
         name="xla-rank-api",
         safety="safe",
         summary="`xm.master_print`, ordinals, world size, `rendezvous`, `save`, `all_reduce` -> torchrun env / torch.distributed.",
-        rationale="`xm.get_ordinal()`/`xr.global_ordinal()` -> `int(os.environ.get(\"RANK\", 0))`, "
+        rationale='`xm.get_ordinal()`/`xr.global_ordinal()` -> `int(os.environ.get("RANK", 0))`, '
         "local ordinal -> `LOCAL_RANK`, world size -> `WORLD_SIZE` (set by torchrun, right in one "
         "process too); `xm.master_print(x)` and `xm.save(obj, path)` run on rank 0 (local rank 0 "
         "for `is_master_ordinal()`/`save`, as in torch_xla); `xm.rendezvous(tag)` -> "
@@ -123,11 +123,11 @@ RULES: tuple[Rule, ...] = (
         name="xla-spawn",
         safety="unsafe",
         safety_reason="the script runs one process itself; multi-process runs need a torchrun launch (TODO NM917)",
-        summary="`xmp.spawn(fn, args=(a,), nprocs=N)` -> `fn(int(os.environ.get(\"LOCAL_RANK\", 0)), a)` plus TODO NM917.",
+        summary='`xmp.spawn(fn, args=(a,), nprocs=N)` -> `fn(int(os.environ.get("LOCAL_RANK", 0)), a)` plus TODO NM917.',
         rationale="Natively torchrun starts one process per NeuronCore, so the script calls its "
         "per-process function once with its local rank (xmp.spawn passed the local ordinal). "
         "The launch command has to change, hence the TODO.",
-        before='import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n',
+        before="import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n",
         after='import os\nimport torch_xla.distributed.xla_multiprocessing as xmp\n_mp_fn(int(os.environ.get("LOCAL_RANK", 0)), flags)\n',
     ),
     Rule(
@@ -140,18 +140,18 @@ RULES: tuple[Rule, ...] = (
         "float tensor bf16 on the device: removing them runs the script in fp32, so TODO NM920 and "
         "a warning ask for an explicit bf16 choice (model dtype or autocast) where the model is built.",
         before='import os\nos.environ["PJRT_DEVICE"] = "NEURON"\nmodel = build()\n',
-        after='import os\nmodel = build()\n',
+        after="import os\nmodel = build()\n",
     ),
     Rule(
         id="NM610",
         name="xla-amp",
         safety="unsafe",
         safety_reason="autocast computes in bf16 and the XLA GradScaler becomes a disabled one",
-        summary="`torch_xla.amp.autocast`, `torch.autocast(\"xla\")`, syncfree optimizers, XLA GradScaler -> native.",
-        rationale="Autocast runs on `device_type=\"neuron\"` in bf16 (stated explicitly, the "
+        summary='`torch_xla.amp.autocast`, `torch.autocast("xla")`, syncfree optimizers, XLA GradScaler -> native.',
+        rationale='Autocast runs on `device_type="neuron"` in bf16 (stated explicitly, the '
         "defaults follow CUDA); `torch_xla.amp.syncfree.AdamW`/`SGD`/`Adam` are `torch.optim`'s "
         "without the XLA sync trick; a bf16 run needs no loss scaler, so the scaler is disabled.",
-        before='import torch_xla.amp\nwith torch_xla.amp.autocast(device):\n    loss = model(x)\n',
+        before="import torch_xla.amp\nwith torch_xla.amp.autocast(device):\n    loss = model(x)\n",
         after='import torch\nimport torch_xla.amp\nwith torch.autocast("neuron", dtype=torch.bfloat16):\n    loss = model(x)\n',
     ),
 )
@@ -160,27 +160,55 @@ XM = "torch_xla.core.xla_model."
 _DEVICE = {XM + "xla_device", "torch_xla.device"}
 _SYNC = {XM + "mark_step", "torch_xla.sync", XM + "wait_device_ops"}
 _METRICS = {"torch_xla.debug.metrics.metrics_report", "torch_xla.debug.metrics.short_metrics_report"}
-_RANK = {XM + "get_ordinal": "RANK", "torch_xla.runtime.global_ordinal": "RANK", XM + "get_local_ordinal": "LOCAL_RANK",
-         "torch_xla.runtime.local_ordinal": "LOCAL_RANK", XM + "xrt_world_size": "WORLD_SIZE",
-         "torch_xla.runtime.world_size": "WORLD_SIZE"}
-_REDUCE_OPS = {"REDUCE_SUM": "SUM", "REDUCE_MAX": "MAX", "REDUCE_MIN": "MIN", "REDUCE_MUL": "PRODUCT",
-               "sum": "SUM", "max": "MAX", "min": "MIN", "mul": "PRODUCT"}
+_RANK = {
+    XM + "get_ordinal": "RANK",
+    "torch_xla.runtime.global_ordinal": "RANK",
+    XM + "get_local_ordinal": "LOCAL_RANK",
+    "torch_xla.runtime.local_ordinal": "LOCAL_RANK",
+    XM + "xrt_world_size": "WORLD_SIZE",
+    "torch_xla.runtime.world_size": "WORLD_SIZE",
+}
+_REDUCE_OPS = {
+    "REDUCE_SUM": "SUM",
+    "REDUCE_MAX": "MAX",
+    "REDUCE_MIN": "MIN",
+    "REDUCE_MUL": "PRODUCT",
+    "sum": "SUM",
+    "max": "MAX",
+    "min": "MIN",
+    "mul": "PRODUCT",
+}
 _SPAWN = {"torch_xla.distributed.xla_multiprocessing.spawn", "torch_xla.launch"}
 _LOADER = "torch_xla.distributed.parallel_loader."
 # Handled where the whole statement is seen (or by a parent call), not as a bare call.
-_STATEMENT_LEVEL = {XM + "master_print", XM + "save", XM + "all_reduce", XM + "rendezvous", XM + "reduce_gradients",
-                    _LOADER + "ParallelLoader", *_SYNC, *_METRICS, *_SPAWN}
+_STATEMENT_LEVEL = {
+    XM + "master_print",
+    XM + "save",
+    XM + "all_reduce",
+    XM + "rendezvous",
+    XM + "reduce_gradients",
+    _LOADER + "ParallelLoader",
+    *_SYNC,
+    *_METRICS,
+    *_SPAWN,
+}
 _BF16_ENV = ("XLA_USE_BF16", "XLA_DOWNCAST_BF16")
 _XLA_ENV = (*_BF16_ENV, "PJRT_DEVICE", "XLA_IR_DEBUG", "XLA_HLO_DEBUG", "XLA_USE_32BIT_LONG", "XLA_SAVE_TENSORS_FILE")
-_MULTI = re.compile(r"xla_multiprocessing|\bxmp\.spawn|torch_xla\.launch|world_size|get_ordinal|global_ordinal|init_process_group")
-_COLLECTIVES = re.compile(r"\bxm\.(?:all_reduce|rendezvous|all_gather|reduce_scatter)\b|DistributedDataParallel|\bDDP\(")
+_MULTI = re.compile(
+    r"xla_multiprocessing|\bxmp\.spawn|torch_xla\.launch|world_size|get_ordinal|global_ordinal|init_process_group"
+)
+_COLLECTIVES = re.compile(
+    r"\bxm\.(?:all_reduce|rendezvous|all_gather|reduce_scatter)\b|DistributedDataParallel|\bDDP\("
+)
 _REDUCED = re.compile(r"DistributedDataParallel|\bDDP\(|\bfully_shard\b|(?<!Xla)FullyShardedDataParallel")
 
 
 @dataclass
 class _State:
     # Nodes this family wrote, by id; each entry holds its node so that no other node reuses the id.
-    unwrapped: dict[int, tuple[cst.BaseExpression, cst.BaseExpression]] = field(default_factory=dict)  # loader -> device
+    unwrapped: dict[int, tuple[cst.BaseExpression, cst.BaseExpression]] = field(
+        default_factory=dict
+    )  # loader -> device
     produced: dict[int, cst.BaseExpression] = field(default_factory=dict)  # rank expressions
     loaders: dict[str, cst.BaseExpression] = field(default_factory=dict)  # loader variable -> device
 
@@ -233,7 +261,9 @@ def xla_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if qualified == XM + "optimizer_step":
         return _optimizer_step(node, ctx)
     if qualified.startswith(_LOADER) and qualified.rpartition(".")[2] == "MpDeviceLoader" and ctx.enabled("NM605"):
-        return _unwrap_loader(node, ctx, kwarg(node, "loader") or _positional(node)[0], kwarg(node, "device") or _positional(node)[1])
+        return _unwrap_loader(
+            node, ctx, kwarg(node, "loader") or _positional(node)[0], kwarg(node, "device") or _positional(node)[1]
+        )
     if method_of(node, "per_device_loader") and type(node.func.value) is cst.Call:  # type: ignore[attr-defined]
         inner = node.func.value  # type: ignore[attr-defined]
         if ctx.qualify(inner.func) == _LOADER + "ParallelLoader" and ctx.enabled("NM605") and _positional(inner):
@@ -247,12 +277,14 @@ def xla_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         local = kwarg(node, "local")
         global_master = local is not None and type(local.value) is cst.Name and local.value.value == "False"
         ctx.hit("NM607")
-        return cst.parse_expression(f'{_env(ctx, "RANK" if global_master else "LOCAL_RANK", 0)} == 0')
+        return cst.parse_expression(f"{_env(ctx, 'RANK' if global_master else 'LOCAL_RANK', 0)} == 0")
     if qualified in ("torch_xla.amp.autocast", "torch.autocast", "torch.amp.autocast"):
         return _autocast(node, ctx, qualified)
     if qualified.startswith("torch_xla.amp.syncfree.") and ctx.enabled("NM610"):
         ctx.hit("NM610")
-        return node.with_changes(func=cst.Attribute(value=ctx.module_ref("torch.optim"), attr=cst.Name(qualified.rpartition(".")[2])))
+        return node.with_changes(
+            func=cst.Attribute(value=ctx.module_ref("torch.optim"), attr=cst.Name(qualified.rpartition(".")[2]))
+        )
     if qualified == "torch_xla.amp.GradScaler" and ctx.enabled("NM610"):
         ctx.hit("NM610")
         return cst.parse_expression(f'{code(ctx.module_ref("torch.amp"))}.GradScaler("neuron", enabled=False)')
@@ -273,7 +305,11 @@ def _xla_literal(node: cst.Call, ctx: FileContext) -> cst.Call:
     if not re.fullmatch(r"xla(:\d+)?", text):
         return node
     ctx.hit("NM602")
-    return replace_arg(node, positional[0], positional[0].with_changes(value=with_string_value(positional[0].value, "neuron" + text[3:])))
+    return replace_arg(
+        node,
+        positional[0],
+        positional[0].with_changes(value=with_string_value(positional[0].value, "neuron" + text[3:])),
+    )
 
 
 def _optimizer_step(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
@@ -316,11 +352,13 @@ def _autocast(node: cst.Call, ctx: FileContext, qualified: str) -> cst.BaseExpre
     device = kwarg(node, "device_type") or (positional[0] if positional else None)
     if not ctx.enabled("NM610"):
         return node
-    bf16 = f'{code(ctx.module_ref("torch"))}.bfloat16'
+    bf16 = f"{code(ctx.module_ref('torch'))}.bfloat16"
     if qualified == "torch_xla.amp.autocast":
         ctx.hit("NM610")
         dtype = kwarg(node, "dtype")
-        new = cst.parse_expression(f'{code(ctx.module_ref("torch"))}.autocast("neuron", dtype={code(dtype.value) if dtype else bf16})')
+        new = cst.parse_expression(
+            f'{code(ctx.module_ref("torch"))}.autocast("neuron", dtype={code(dtype.value) if dtype else bf16})'
+        )
         assert type(new) is cst.Call
         return new
     if device is None or string_value(device.value) != "xla":
@@ -349,7 +387,12 @@ def move_batches(node: cst.For, ctx: FileContext) -> cst.For:
     state = _state(ctx)
     target: cst.BaseExpression = node.target
     iterator = node.iter
-    if type(iterator) is cst.Call and type(iterator.func) is cst.Name and iterator.func.value == "enumerate" and iterator.args:
+    if (
+        type(iterator) is cst.Call
+        and type(iterator.func) is cst.Name
+        and iterator.func.value == "enumerate"
+        and iterator.args
+    ):
         iterator = iterator.args[0].value
         if type(target) is cst.Tuple and len(target.elements) == 2:
             target = target.elements[1].value
@@ -402,7 +445,7 @@ def xla_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult
             return _save(node, call, ctx)
         if qualified == XM + "rendezvous" and ctx.enabled("NM607"):
             ctx.hit("NM607")
-            barrier = cst.parse_expression(f'{code(ctx.module_ref("torch.distributed"))}.barrier()')
+            barrier = cst.parse_expression(f"{code(ctx.module_ref('torch.distributed'))}.barrier()")
             return node.with_changes(body=[cst.Expr(barrier)])
         if qualified == XM + "all_reduce":
             return _all_reduce(node, call, None, ctx)
@@ -417,7 +460,10 @@ def xla_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult
             return _all_reduce(node, value, assign.targets[0].target, ctx)
     if _env_setting(node, _BF16_ENV) is not None:
         todo(ctx, "NM920")
-        ctx.warn("NM609", "XLA_USE_BF16/XLA_DOWNCAST_BF16 removed: the script now runs in fp32 unless the model is cast or autocast (TODO NM920)")
+        ctx.warn(
+            "NM609",
+            "XLA_USE_BF16/XLA_DOWNCAST_BF16 removed: the script now runs in fp32 unless the model is cast or autocast (TODO NM920)",
+        )
     return node
 
 
@@ -444,11 +490,15 @@ def _save(node: cst.SimpleStatementLine, call: cst.Call, ctx: FileContext) -> cs
     if master_only is not None and type(master_only.value) is cst.Name and master_only.value.value == "False":
         ctx.hit("NM607")
         return node.with_changes(body=[cst.Expr(saved)])
-    everywhere = global_master is not None and type(global_master.value) is cst.Name and global_master.value.value == "True"
+    everywhere = (
+        global_master is not None and type(global_master.value) is cst.Name and global_master.value.value == "True"
+    )
     return _guarded(node, ctx, "RANK" if everywhere else "LOCAL_RANK", saved)
 
 
-def _all_reduce(node: cst.SimpleStatementLine, call: cst.Call, target: cst.BaseExpression | None, ctx: FileContext) -> HookResult:
+def _all_reduce(
+    node: cst.SimpleStatementLine, call: cst.Call, target: cst.BaseExpression | None, ctx: FileContext
+) -> HookResult:
     """`xm.all_reduce(xm.REDUCE_SUM, t[, scale=s])` -> `dist.all_reduce(t, op=dist.ReduceOp.SUM)`.
 
     For one tensor torch_xla returns the reduced copy; assigning it to the same name is the
@@ -457,13 +507,23 @@ def _all_reduce(node: cst.SimpleStatementLine, call: cst.Call, target: cst.BaseE
     positional = _positional(call)
     op = kwarg(call, "reduce_type") or (positional[0] if positional else None)
     inputs = kwarg(call, "inputs") or (positional[1] if len(positional) > 1 else None)
-    op_name = (last_name(op.value) if op is not None and type(op.value) is not cst.SimpleString else string_value(op.value)) if op else None
-    extra = [a for a in call.args if a.keyword is not None and a.keyword.value not in ("reduce_type", "inputs", "scale")]
+    op_name = (
+        (last_name(op.value) if op is not None and type(op.value) is not cst.SimpleString else string_value(op.value))
+        if op
+        else None
+    )
+    extra = [
+        a for a in call.args if a.keyword is not None and a.keyword.value not in ("reduce_type", "inputs", "scale")
+    ]
     if op_name not in _REDUCE_OPS or inputs is None or extra or not ctx.enabled("NM607"):
         todo(ctx, "NM918")
         return node
     dist = code(ctx.module_ref("torch.distributed"))
-    tensors = [e.value for e in inputs.value.elements] if type(inputs.value) in (cst.List, cst.Tuple) and target is None else [inputs.value]  # type: ignore[attr-defined]
+    tensors = (
+        [e.value for e in inputs.value.elements]  # type: ignore[attr-defined]
+        if type(inputs.value) in (cst.List, cst.Tuple) and target is None
+        else [inputs.value]
+    )
     if type(inputs.value) in (cst.List, cst.Tuple) and target is not None:
         todo(ctx, "NM918")
         return node
@@ -500,7 +560,9 @@ def _spawn(node: cst.SimpleStatementLine, call: cst.Call, ctx: FileContext) -> H
     if _COLLECTIVES.search(ctx.text) and "init_process_group" not in ctx.text:
         # xmp.spawn connected the replicas for xm's collectives; natively that is the process group
         init = cst.parse_statement(f'{code(ctx.module_ref("torch.distributed"))}.init_process_group("neuron")')
-        return flatten(ctx, [init.with_changes(leading_lines=node.leading_lines), direct.with_changes(leading_lines=[])])
+        return flatten(
+            ctx, [init.with_changes(leading_lines=node.leading_lines), direct.with_changes(leading_lines=[])]
+        )
     return direct
 
 
@@ -538,7 +600,6 @@ def xla_only_statement(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | N
     if (qualified in (XM + "master_print",) or last_name(call.func) == "print") and _prints_metrics(call, ctx):
         return Removal("NM603")
     return None
-
 
 
 @on("If")

@@ -71,7 +71,8 @@ def _set_device(device: Any) -> None:
 def _stream(device: Any = None, priority: int = 0, **kwargs: Any) -> Any:
     index = index_of(device)
     return torch.Stream(
-        device=torch.device("neuron", torch.neuron.current_device() if index is None else index), priority=priority  # type: ignore[attr-defined]
+        device=torch.device("neuron", torch.neuron.current_device() if index is None else index),  # type: ignore[attr-defined]
+        priority=priority,
     )
 
 

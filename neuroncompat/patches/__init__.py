@@ -20,4 +20,21 @@ from neuroncompat.patches.visible_cores import VisibleCores
 from neuroncompat.patches.vllm import Vllm
 from neuroncompat.patches.xla_coinstall import XlaCoinstall
 
-PATCH_TYPES: tuple[type[Patch], ...] = (DeviceMap, AsyncLoad, StaticCache, DynamicShapes, Compile, PipelineDevice, Precision, Attention, DistBackend, DispatchModel, TrlConfig, VisibleCores, Quantization, GenerateInputs, Vllm, XlaCoinstall)
+PATCH_TYPES: tuple[type[Patch], ...] = (
+    DeviceMap,
+    AsyncLoad,
+    StaticCache,
+    DynamicShapes,
+    Compile,
+    PipelineDevice,
+    Precision,
+    Attention,
+    DistBackend,
+    DispatchModel,
+    TrlConfig,
+    VisibleCores,
+    Quantization,
+    GenerateInputs,
+    Vllm,
+    XlaCoinstall,
+)

@@ -81,7 +81,9 @@ class Attention(Patch):
         patch = self
 
         @functools.wraps(original)
-        def _check_and_adjust_attn_implementation(model: Any, attn_implementation: str | None, *args: Any, **kwargs: Any) -> str:
+        def _check_and_adjust_attn_implementation(
+            model: Any, attn_implementation: str | None, *args: Any, **kwargs: Any
+        ) -> str:
             if isinstance(attn_implementation, str) and patch._cannot_run(attn_implementation):
                 patch.warn(
                     'attn_implementation="%s" -> "sdpa" for %s (%s)',

@@ -101,7 +101,10 @@ class DeviceMap(Patch):
             return result
 
         self.replace(acc_modeling, "get_max_memory", get_max_memory)
-        for alias_module, attr in (("accelerate.utils", "get_max_memory"), ("transformers.integrations.accelerate", "accelerate_max_memory")):
+        for alias_module, attr in (
+            ("accelerate.utils", "get_max_memory"),
+            ("transformers.integrations.accelerate", "accelerate_max_memory"),
+        ):
             module = sys.modules.get(alias_module)
             if module is not None and getattr(module, attr, None) is original:
                 self.replace(module, attr, get_max_memory)

@@ -83,4 +83,9 @@ class DispatchModel(Patch):
         if not stranded:
             return
         type(model).to(model, target)
-        self.changed('dispatch_model(device_map={"": %d}) -> model moved to %s (accelerate left it on %s)', index, target, ", ".join(stranded))
+        self.changed(
+            'dispatch_model(device_map={"": %d}) -> model moved to %s (accelerate left it on %s)',
+            index,
+            target,
+            ", ".join(stranded),
+        )

@@ -74,10 +74,14 @@ class DynamicShapes(Patch):
                 return False
             if self._user_env is None and module.automatic_dynamic_shapes:
                 self.replace(module, "automatic_dynamic_shapes", False)
-                self.changed("torch._dynamo.config.automatic_dynamic_shapes = False (Neuron compiles static shapes only)")
+                self.changed(
+                    "torch._dynamo.config.automatic_dynamic_shapes = False (Neuron compiles static shapes only)"
+                )
             if module.recompile_limit < limit:
                 self.changed(
-                    "torch._dynamo.config.recompile_limit %d -> %d (one graph per static shape bucket)", module.recompile_limit, limit
+                    "torch._dynamo.config.recompile_limit %d -> %d (one graph per static shape bucket)",
+                    module.recompile_limit,
+                    limit,
                 )
                 self.replace(module, "recompile_limit", limit)
             return True

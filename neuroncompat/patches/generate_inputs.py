@@ -80,7 +80,11 @@ class GenerateInputs(Patch):
                     caller_device, kwargs[key] = value.device, value.cpu()
             if caller_device is None:
                 return original(model, *args, **kwargs)
-            patch.changed("generate inputs on %s are kept on the CPU while generating; sequences return to %s", caller_device, caller_device)
+            patch.changed(
+                "generate inputs on %s are kept on the CPU while generating; sequences return to %s",
+                caller_device,
+                caller_device,
+            )
             output = original(model, *args, **kwargs)
             if isinstance(output, torch.Tensor):
                 return output.to(caller_device)
@@ -94,7 +98,10 @@ class GenerateInputs(Patch):
         if model_cls not in self._delegating:
             prepare = inspect.getattr_static(model_cls, "prepare_inputs_for_generation", None)
             try:
-                self._delegating[model_cls] = prepare is self._base_prepare or "super().prepare_inputs_for_generation" in inspect.getsource(prepare)
+                self._delegating[model_cls] = (
+                    prepare is self._base_prepare
+                    or "super().prepare_inputs_for_generation" in inspect.getsource(prepare)
+                )
             except (OSError, TypeError):
                 self._delegating[model_cls] = False
         return self._delegating[model_cls]

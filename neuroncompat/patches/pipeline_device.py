@@ -82,7 +82,11 @@ class PipelineDevice(Patch):
         first = next(iter(device_map.values()))
         if neuron_available() and isinstance(first, int) and first >= 0 and pipeline.device.type == "cpu":
             pipeline.device = torch.device("neuron", first)
-            self.changed("pipeline over hf_device_map (first device %d) -> %s (transformers would feed it from cpu)", first, pipeline.device)
+            self.changed(
+                "pipeline over hf_device_map (first device %d) -> %s (transformers would feed it from cpu)",
+                first,
+                pipeline.device,
+            )
 
     @staticmethod
     def _neuron_device(requested: Any, model: Any) -> Any:

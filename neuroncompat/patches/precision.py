@@ -86,7 +86,9 @@ class Precision(Patch):
             if not (fix_fp16 or fix_tf32):
                 return False
             cls = module.TrainingArguments
-            self.replace(cls, "__post_init__", self._wrap_training_args(cls.__dict__["__post_init__"], fix_fp16, fix_tf32))
+            self.replace(
+                cls, "__post_init__", self._wrap_training_args(cls.__dict__["__post_init__"], fix_fp16, fix_tf32)
+            )
             return True
         if name == "accelerate.accelerator":
             if not _accelerate_rejects_fp16_on_neuron():
@@ -109,10 +111,15 @@ class Precision(Patch):
                 name = type(args).__name__
                 if fix_fp16 and args.fp16:
                     args.fp16, args.bf16 = False, True
-                    patch.warn("%s(fp16=True) -> bf16=True (accelerate has no fp16 mixed precision on Neuron; bf16 is native)", name)
+                    patch.warn(
+                        "%s(fp16=True) -> bf16=True (accelerate has no fp16 mixed precision on Neuron; bf16 is native)",
+                        name,
+                    )
                 if fix_tf32 and args.tf32:
                     args.tf32 = None
-                    patch.warn("%s(tf32=True) dropped (TF32 is a CUDA matmul mode; transformers raises without CUDA)", name)
+                    patch.warn(
+                        "%s(tf32=True) dropped (TF32 is a CUDA matmul mode; transformers raises without CUDA)", name
+                    )
             original(args)
 
         return __post_init__
@@ -126,7 +133,9 @@ class Precision(Patch):
             bound = signature.bind(accelerator, *args, **kwargs)
             requested = bound.arguments.get("mixed_precision")
             source = "mixed_precision" if requested is not None else "ACCELERATE_MIXED_PRECISION"
-            value = str(requested if requested is not None else os.environ.get("ACCELERATE_MIXED_PRECISION", "no")).lower()
+            value = str(
+                requested if requested is not None else os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+            ).lower()
             if value == "fp16" and not bound.arguments.get("cpu", False) and _on_neuron():
                 bound.arguments["mixed_precision"] = "bf16"
                 patch.warn('Accelerator %s="fp16" -> "bf16" (accelerate has no fp16 mixed precision on Neuron)', source)

@@ -36,7 +36,11 @@ from neuroncompat.patch import Patch
 
 def _bitsandbytes_bits(quantization_config: Any) -> int | None:
     """4 or 8 for a bitsandbytes config (object or dict), else None."""
-    get = quantization_config.get if isinstance(quantization_config, dict) else lambda key: getattr(quantization_config, key, None)
+    get = (
+        quantization_config.get
+        if isinstance(quantization_config, dict)
+        else lambda key: getattr(quantization_config, key, None)
+    )
     if get("quant_method") != "bitsandbytes" and not (get("load_in_4bit") or get("load_in_8bit")):
         return None
     return 4 if get("load_in_4bit") else 8

@@ -92,11 +92,19 @@ class StaticCache(Patch):
         target = torch.get_autocast_dtype("neuron") if torch.is_autocast_enabled("neuron") else keys.dtype
         if not layer.is_initialized:
             if keys.dtype != values.dtype or keys.dtype != target:
-                self.changed("static KV cache allocated in %s (keys came as %s, values as %s)", target, keys.dtype, values.dtype)
+                self.changed(
+                    "static KV cache allocated in %s (keys came as %s, values as %s)", target, keys.dtype, values.dtype
+                )
             layer.lazy_initialization(keys.to(target), values.to(target))
-        elif not getattr(layer, "_neuroncompat_written", False) and (layer.keys.dtype != target or layer.values.dtype != target):
+        elif not getattr(layer, "_neuroncompat_written", False) and (
+            layer.keys.dtype != target or layer.values.dtype != target
+        ):
             # Allocated ahead of time in the model dtype (chunked prefill): re-type while empty.
-            self.changed("static KV cache allocated ahead of time re-typed %s -> %s before its first write", layer.keys.dtype, target)
+            self.changed(
+                "static KV cache allocated ahead of time re-typed %s -> %s before its first write",
+                layer.keys.dtype,
+                target,
+            )
             layer.keys, layer.values = layer.keys.to(target), layer.values.to(target)
             layer.dtype = target
             if not torch.compiler.is_compiling():
@@ -117,7 +125,11 @@ class StaticCache(Patch):
         @functools.wraps(original)
         def __post_init__(config: Any) -> None:
             original(config)
-            if config.cache_implementation != "static" or getattr(config, "device", None) is None or config.device.type != "neuron":
+            if (
+                config.cache_implementation != "static"
+                or getattr(config, "device", None) is None
+                or config.device.type != "neuron"
+            ):
                 return
             kwargs = config.model_init_kwargs if isinstance(config.model_init_kwargs, dict) else {}
             if "dtype" in kwargs or "torch_dtype" in kwargs:

@@ -89,24 +89,37 @@ class TrlConfig(Patch):
         optim = str(getattr(config.optim, "value", config.optim))
         if _cuda_only_optimizer(optim):
             config.optim = "adamw_torch"
-            self.warn('%s(optim="%s") -> "adamw_torch" (bitsandbytes/8-bit optimizers have no Neuron build)', name, optim)
+            self.warn(
+                '%s(optim="%s") -> "adamw_torch" (bitsandbytes/8-bit optimizers have no Neuron build)', name, optim
+            )
         if config.use_liger_kernel:
             config.use_liger_kernel = False
             self.warn("%s(use_liger_kernel=True) -> False (liger's Triton kernels do not run on Neuron)", name)
         if getattr(config, "padding_free", False):
             config.padding_free = False
-            self.warn("%s(padding_free=True) -> False (one row of changing length per step; built for FlashAttention)", name)
+            self.warn(
+                "%s(padding_free=True) -> False (one row of changing length per step; built for FlashAttention)", name
+            )
         strategy = getattr(config, "packing_strategy", None)
         if getattr(config, "packing", False) and strategy in _PADDING_FREE_STRATEGIES:
             config.packing_strategy = "wrapped"
             log = self.changed if strategy == _field_default(config, "packing_strategy") else self.warn
-            log('%s(packing=True, packing_strategy="%s") -> "wrapped" (fixed-length blocks; "%s" means padding-free batches)', name, strategy, strategy)
+            log(
+                '%s(packing=True, packing_strategy="%s") -> "wrapped" (fixed-length blocks; "%s" means padding-free batches)',
+                name,
+                strategy,
+                strategy,
+            )
         if not config.dataloader_drop_last:
             config.dataloader_drop_last = True
             self.changed("%s(dataloader_drop_last=False) -> True (a last short batch is one more Neuron graph)", name)
         if config.torch_compile_mode not in (None, "default"):
             mode, config.torch_compile_mode, config.torch_compile = config.torch_compile_mode, None, True
-            self.warn('%s(torch_compile_mode="%s") -> None (a CUDA mode; the Neuron backend takes none), torch_compile=True kept', name, mode)
+            self.warn(
+                '%s(torch_compile_mode="%s") -> None (a CUDA mode; the Neuron backend takes none), torch_compile=True kept',
+                name,
+                mode,
+            )
         if config.ddp_backend == "nccl":
             config.ddp_backend = None
             self.changed('%s(ddp_backend="nccl") -> None (accelerate uses the neuron backend on Neuron)', name)

@@ -57,7 +57,11 @@ def parse_cores(value: str) -> list[int]:
 
 
 def _format(cores: list[int]) -> str:
-    return f"{cores[0]}-{cores[-1]}" if len(cores) > 2 and cores == list(range(cores[0], cores[-1] + 1)) else ",".join(map(str, cores))
+    return (
+        f"{cores[0]}-{cores[-1]}"
+        if len(cores) > 2 and cores == list(range(cores[0], cores[-1] + 1))
+        else ",".join(map(str, cores))
+    )
 
 
 def _lnc() -> int:
@@ -98,7 +102,9 @@ class VisibleCores(Patch):
         try:
             gpus = sorted(set(parse_cores(value)))
         except ValueError:
-            self.warn("%s=%s is ignored by the Neuron runtime, and it is not a list of indices to translate", CUDA_ENV, value)
+            self.warn(
+                "%s=%s is ignored by the Neuron runtime, and it is not a list of indices to translate", CUDA_ENV, value
+            )
             return
         cores = sorted(c for g in gpus for c in ((2 * g, 2 * g + 1) if _lnc() == 2 else (g,)))
         self.warn(

@@ -73,8 +73,10 @@ def load(directory: str | Path) -> list[dict[str, Any]]:
 def summary(failures: list[dict[str, Any]], launcher: str, exit_code: int) -> list[str]:
     """``rank 1 failed: RuntimeError: rank 1 fails (train.py:17)`` per failure, or why nothing was recorded."""
     if not failures:
-        return [f"{launcher} exited with {exit_code}; no rank raised a Python exception "
-                "(stopped by a signal, or the launcher itself failed)"]
+        return [
+            f"{launcher} exited with {exit_code}; no rank raised a Python exception "
+            "(stopped by a signal, or the launcher itself failed)"
+        ]
     lines = []
     for failure in failures:
         where = f" ({failure['file']}:{failure['line']})" if failure.get("file") else ""

@@ -61,7 +61,9 @@ def _count(value: Any) -> int | None:
 def _launcher(argv: Sequence[str], prefix: int, parsed: Any, processes: Any) -> Launch:
     """``argv[:prefix]`` (the launcher), its options, then ``-m neuroncompat`` before the script."""
     if getattr(parsed, "no_python", False):
-        raise UnsupportedCommand("--no-python runs the script without Python; neuroncompat can only simulate Python scripts")
+        raise UnsupportedCommand(
+            "--no-python runs the script without Python; neuroncompat can only simulate Python scripts"
+        )
     script_at = len(argv) - len(parsed.training_script_args) - 1
     options = [arg for arg in argv[prefix:script_at] if arg not in ("-m", "--module")]
     target = ["-m"] if parsed.module else []
@@ -83,8 +85,11 @@ def _accelerate(argv: Sequence[str], prefix: int, python: str) -> Launch:
 
     parsed = launch_command_parser().parse_args(list(argv[prefix:]))
     launch = _launcher(argv, prefix, parsed, parsed.num_processes)
-    return Launch([python, "-m", "neuroncompat", "-m", _ACCELERATE_LAUNCH, *launch.argv[prefix:]], launch.processes,
-                  "accelerate launch")
+    return Launch(
+        [python, "-m", "neuroncompat", "-m", _ACCELERATE_LAUNCH, *launch.argv[prefix:]],
+        launch.processes,
+        "accelerate launch",
+    )
 
 
 def _python(argv: Sequence[str]) -> Launch:

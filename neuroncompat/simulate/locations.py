@@ -120,9 +120,9 @@ def shorten(path: str) -> str:
     resolved = os.path.realpath(path)
     for root in _LIBRARIES:
         if resolved.startswith(root):
-            return resolved[len(root):]
+            return resolved[len(root) :]
     cwd = os.getcwd() + os.sep
-    return resolved[len(cwd):] if resolved.startswith(cwd) else resolved
+    return resolved[len(cwd) :] if resolved.startswith(cwd) else resolved
 
 
 def shorten_location(location: str) -> str:

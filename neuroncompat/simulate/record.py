@@ -126,7 +126,9 @@ class Recorder:
     def start(self) -> None:
         # torch warns that global hooks also fire for torch.compile's wrapper module: the hooks
         # skip that wrapper, and the warning would only confuse the user reading their run.
-        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks", category=UserWarning)
+        warnings.filterwarnings(
+            "ignore", message=r"Using `torch.compile\(module\)` when there are global hooks", category=UserWarning
+        )
         hooks = torch.nn.modules.module
         self._undo = [
             hooks.register_module_forward_pre_hook(self._enter).remove,
@@ -148,7 +150,11 @@ class Recorder:
     def _ignored(module: torch.nn.Module) -> bool:
         """Calls inside torch.compile (the compiled graphs cover them), the compiled wrapper
         itself, and calls during backward (activation-checkpoint recomputation is not a forward)."""
-        return torch.compiler.is_compiling() or isinstance(module, OptimizedModule) or torch._C._current_graph_task_id() != -1
+        return (
+            torch.compiler.is_compiling()
+            or isinstance(module, OptimizedModule)
+            or torch._C._current_graph_task_id() != -1
+        )
 
     def _enter(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self._ignored(module):
@@ -207,7 +213,12 @@ class Recorder:
         """This process's record, in the form ``neuroncompat simulate`` reads back."""
         with self._lock:
             graphs = [
-                {**graph.to_dict(), "trigger": shorten_location(graph.trigger), "code": shorten_location(graph.code), "user": user_at}
+                {
+                    **graph.to_dict(),
+                    "trigger": shorten_location(graph.trigger),
+                    "code": shorten_location(graph.code),
+                    "user": user_at,
+                }
                 for graph, user_at in self._graphs
             ]
             eager = [
@@ -283,7 +294,10 @@ def start(directory: str | Path) -> Recorder:
 def _write_on_sigterm(write: Callable[[], None]) -> None:
     """When one rank fails, torchrun stops the others with SIGTERM, which skips exit handlers:
     write the record first, then die of the signal as before. Only where nobody handles SIGTERM."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:

@@ -111,12 +111,20 @@ def _findings(record: dict[str, Any]) -> list[dict[str, Any]]:
             description, references = f"{what} runs on the CPU in TorchNeuron", [op_support.TABLE]
         if raw["graph"]:
             description += f" (in compiled graph {raw['graph']})"
-        out.append({
-            "kind": kind, "what": what, "description": description,
-            "where": raw["user"] or raw["site"] or "<unknown>", "site": raw["site"], "user": raw["user"],
-            "graph": raw["graph"], "count": raw["count"],
-            "fix": {"id": fix.id, "message": fix.message}, "references": references,
-        })
+        out.append(
+            {
+                "kind": kind,
+                "what": what,
+                "description": description,
+                "where": raw["user"] or raw["site"] or "<unknown>",
+                "site": raw["site"],
+                "user": raw["user"],
+                "graph": raw["graph"],
+                "count": raw["count"],
+                "fix": {"id": fix.id, "message": fix.message},
+                "references": references,
+            }
+        )
     return sorted(out, key=lambda f: (FINDING_KINDS.index(f["kind"]), f["where"], f["what"]))
 
 
@@ -127,12 +135,17 @@ def _rank(record: dict[str, Any], graph_cost: float, max_shapes: int) -> dict[st
         accepted = [g for g in group["graphs"] if not g["rejected"]]
         rejected = [g for g in group["graphs"] if g["rejected"]]
         if rejected:
-            warnings.append({
-                "kind": "rejected", "where": _where(group), "site": group["site"], "user": group["user"],
-                "shapes": len(rejected),
-                "findings": [f"{len(rejected)} graph(s) with dynamic shapes: the Neuron backend rejects them"],
-                "fixes": [{"id": DYNAMIC_SHAPES.id, "message": DYNAMIC_SHAPES.message}],
-            })
+            warnings.append(
+                {
+                    "kind": "rejected",
+                    "where": _where(group),
+                    "site": group["site"],
+                    "user": group["user"],
+                    "shapes": len(rejected),
+                    "findings": [f"{len(rejected)} graph(s) with dynamic shapes: the Neuron backend rejects them"],
+                    "fixes": [{"id": DYNAMIC_SHAPES.id, "message": DYNAMIC_SHAPES.message}],
+                }
+            )
         if len(accepted) > max_shapes:
             warnings.append(_warning("recompiles", group, [_compiled_tensors(g) for g in accepted]))
     for entry in record["eager"]:
@@ -280,10 +293,16 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
         lines.append("  eager forward shapes (Neuron compiles a forward's ops again for each new input shape):")
     for entry in rank["eager"]:
         shapes = entry["shapes"]
-        dropped = f" (+{entry['dropped_shapes']} calls with shapes beyond the first {len(shapes)})" if entry["dropped_shapes"] else ""
+        dropped = (
+            f" (+{entry['dropped_shapes']} calls with shapes beyond the first {len(shapes)})"
+            if entry["dropped_shapes"]
+            else ""
+        )
         lines.append(f"    {_where(entry)}: {len(shapes)} shape(s) in {entry['calls']} call(s){dropped}")
         for shape in shapes[:_TEXT_ROWS]:
-            tensors = " ".join(_tensor(t["name"], t["shape"], t["dtype"]) for t in shape["inputs"]) or "(no tensor inputs)"
+            tensors = (
+                " ".join(_tensor(t["name"], t["shape"], t["dtype"]) for t in shape["inputs"]) or "(no tensor inputs)"
+            )
             lines.append(f"      {tensors}  x{shape['calls']}")
         if len(shapes) > _TEXT_ROWS:
             lines.append(f"      ... {len(shapes) - _TEXT_ROWS} more")
@@ -311,7 +330,9 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
 
 
 FINDING_TITLES = {
-    "graph_break": "GRAPH BREAK", "data_dependent": "DATA-DEPENDENT SHAPE", "cpu_fallback": "CPU FALLBACK",
+    "graph_break": "GRAPH BREAK",
+    "data_dependent": "DATA-DEPENDENT SHAPE",
+    "cpu_fallback": "CPU FALLBACK",
 }
 
 
@@ -335,7 +356,9 @@ def render_text(report: dict[str, Any]) -> str:
     if report["exit_code"] == 0:
         lines.append("the script finished (exit code 0)")
     else:
-        lines.append(f"the script FAILED with exit code {report['exit_code']}: the counts cover what ran before it stopped")
+        lines.append(
+            f"the script FAILED with exit code {report['exit_code']}: the counts cover what ran before it stopped"
+        )
     lines.append(
         f"estimated Neuron compilation: about {duration(report['estimated_compile_seconds'])} "
         f"(distinct graphs x {cost}, --graph-cost; ranks compile in parallel)"
@@ -349,7 +372,9 @@ def render_text(report: dict[str, Any]) -> str:
         lines.extend(_rank_lines(rank, report, label))
     if report["missing_ranks"]:
         lines.append("")
-        lines.append(f"no record from rank(s) {', '.join(map(str, report['missing_ranks']))}: killed before they could write one")
+        lines.append(
+            f"no record from rank(s) {', '.join(map(str, report['missing_ranks']))}: killed before they could write one"
+        )
     strict = report["strict"]
     if strict["kinds"]:
         lines.append("")

@@ -42,7 +42,11 @@ GRPO_COMPLETION_LENGTH = 8
 
 
 def sft(
-    model: str | Path, output_dir: str | Path, pad_to_multiple_of: int | None, steps: int = SFT_STEPS, max_length: int = SFT_MAX_LENGTH
+    model: str | Path,
+    output_dir: str | Path,
+    pad_to_multiple_of: int | None,
+    steps: int = SFT_STEPS,
+    max_length: int = SFT_MAX_LENGTH,
 ) -> dict[str, Any]:
     """SFT with ``torch_compile=True``, batch 2, on sentences of 3 to about ``max_length`` words.
 
@@ -56,8 +60,15 @@ def sft(
     from neuroncompat.testing import sentences
 
     args = SFTConfig(
-        output_dir=str(output_dir), max_steps=steps, per_device_train_batch_size=2, max_length=max_length,
-        pad_to_multiple_of=pad_to_multiple_of, torch_compile=True, report_to=[], save_strategy="no", seed=3,
+        output_dir=str(output_dir),
+        max_steps=steps,
+        per_device_train_batch_size=2,
+        max_length=max_length,
+        pad_to_multiple_of=pad_to_multiple_of,
+        torch_compile=True,
+        report_to=[],
+        save_strategy="no",
+        seed=3,
     )
     data = Dataset.from_dict({"text": sentences(4 * steps, min_words=3, max_words=max_length - 16, seed=4)})
     trainer = SFTTrainer(model=str(model), args=args, train_dataset=data)
@@ -67,7 +78,13 @@ def sft(
         if step == steps:
             break
         lengths.add(batch["input_ids"].shape[1])
-    return {"scenario": "sft", "pad_to_multiple_of": pad_to_multiple_of, "max_length": max_length, "steps": steps, "batch_lengths": sorted(lengths)}
+    return {
+        "scenario": "sft",
+        "pad_to_multiple_of": pad_to_multiple_of,
+        "max_length": max_length,
+        "steps": steps,
+        "batch_lengths": sorted(lengths),
+    }
 
 
 def _reward_length(completions: list[str], **_: Any) -> list[float | None]:
@@ -86,18 +103,40 @@ def grpo(model: str | Path, output_dir: str | Path, cache: str, steps: int = GRP
     from neuroncompat.testing import sentences
 
     args = GRPOConfig(
-        output_dir=str(output_dir), max_steps=steps, per_device_train_batch_size=2, num_generations=2,
-        max_completion_length=GRPO_COMPLETION_LENGTH, cache_implementation="static" if cache == "static" else None,
-        generation_kwargs={"min_new_tokens": GRPO_COMPLETION_LENGTH}, report_to=[], save_strategy="no", seed=3,
+        output_dir=str(output_dir),
+        max_steps=steps,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        max_completion_length=GRPO_COMPLETION_LENGTH,
+        cache_implementation="static" if cache == "static" else None,
+        generation_kwargs={"min_new_tokens": GRPO_COMPLETION_LENGTH},
+        report_to=[],
+        save_strategy="no",
+        seed=3,
     )
-    trainer = GRPOTrainer(model=str(model), reward_funcs=_reward_length, args=args, train_dataset=Dataset.from_dict({"prompt": sentences(8, 2, 6)}))
+    trainer = GRPOTrainer(
+        model=str(model),
+        reward_funcs=_reward_length,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": sentences(8, 2, 6)}),
+    )
     trainer.train()
-    return {"scenario": "grpo", "cache": cache, "steps": steps, "max_completion_length": GRPO_COMPLETION_LENGTH, "pad_to_multiple_of": cast(GRPOConfig, trainer.args).pad_to_multiple_of}
+    return {
+        "scenario": "grpo",
+        "cache": cache,
+        "steps": steps,
+        "max_completion_length": GRPO_COMPLETION_LENGTH,
+        "pad_to_multiple_of": cast(GRPOConfig, trainer.args).pad_to_multiple_of,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m neuroncompat.simulate.scenarios", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", help="local causal LM directory (default: a tiny qwen3 built in a temporary directory)")
+    parser = argparse.ArgumentParser(
+        prog="python -m neuroncompat.simulate.scenarios", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--model", help="local causal LM directory (default: a tiny qwen3 built in a temporary directory)"
+    )
     scenarios = parser.add_subparsers(dest="scenario", required=True)
     sft_parser = scenarios.add_parser("sft", help="SFT with torch_compile on varied-length data")
     sft_parser.add_argument("--pad-to-multiple-of", type=lambda v: None if v.lower() == "none" else int(v), default=128)
@@ -107,10 +146,13 @@ def main(argv: list[str] | None = None) -> None:
     grpo_parser.add_argument("--cache", choices=("static", "dynamic"), default="static")
     options = parser.parse_args(argv)
     if detect_torch_neuronx().kind not in ("native", "simulated"):
-        parser.exit(2, (
-            f"{parser.prog}: no Neuron device here; dry-run the scenario on the simulated one: "
-            f"neuroncompat simulate -- python -m neuroncompat.simulate.scenarios {' '.join(argv or sys.argv[1:])}\n"
-        ))
+        parser.exit(
+            2,
+            (
+                f"{parser.prog}: no Neuron device here; dry-run the scenario on the simulated one: "
+                f"neuroncompat simulate -- python -m neuroncompat.simulate.scenarios {' '.join(argv or sys.argv[1:])}\n"
+            ),
+        )
     with tempfile.TemporaryDirectory(prefix="neuroncompat-scenario-") as scratch:
         model = options.model
         if model is None:

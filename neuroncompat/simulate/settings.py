@@ -117,8 +117,11 @@ def load(start: Path) -> Settings:
     if not isinstance(ops, list) or not all(isinstance(op, str) and op.startswith("aten::") for op in ops):
         raise _error(path, text, "cpu-fallback-ops", 'expected a list of ATen operator names ("aten::name")')
     return Settings(
-        strict=strict, max_shapes=max_shapes, graph_cost=None if graph_cost is None else float(graph_cost),
-        cpu_fallback_ops=tuple(ops), source=path,
+        strict=strict,
+        max_shapes=max_shapes,
+        graph_cost=None if graph_cost is None else float(graph_cost),
+        cpu_fallback_ops=tuple(ops),
+        source=path,
     )
 
 

@@ -41,7 +41,16 @@ from neuroncompat.simulator import (
 from neuroncompat.simulator.compile_backend import CompiledGraph, compiles, reset_compiles
 from neuroncompat.simulator.tensor import NeuronTensor
 
-__all__ = ["enable", "disable", "is_enabled", "register_backend", "compiles", "reset_compiles", "CompiledGraph", "NeuronTensor"]
+__all__ = [
+    "enable",
+    "disable",
+    "is_enabled",
+    "register_backend",
+    "compiles",
+    "reset_compiles",
+    "CompiledGraph",
+    "NeuronTensor",
+]
 
 logger = logging.getLogger("neuroncompat.simulator")
 

@@ -54,11 +54,7 @@ def _kernel(op: Callable[..., Any]) -> Callable[..., Any]:
         dtype = torch.get_autocast_dtype("neuron")
 
         def cast(t: torch.Tensor) -> torch.Tensor:
-            if (
-                t.is_floating_point()
-                and t.dtype != torch.float64
-                and t.device.type == "neuron"
-            ):
+            if t.is_floating_point() and t.dtype != torch.float64 and t.device.type == "neuron":
                 return t.to(dtype)
             return t
 

@@ -153,7 +153,9 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
         return self._run("_reduce_scatter_base", output, output, input, opts=opts, flat=True)
 
-    def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+    def reduce_scatter_single_coalesced(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
+    ) -> Any:
         for output, input in zip(outputs, inputs, strict=True):
             self.reduce_scatter_single(output, input, opts)
         return _done(outputs)
@@ -165,12 +167,16 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
         return self._run("_allgather_base", output, output, input, opts=opts, flat=True)
 
-    def all_gather_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+    def all_gather_single_coalesced(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
+    ) -> Any:
         for output, input in zip(outputs, inputs, strict=True):
             self.all_gather_single(output, input, opts)
         return _done(outputs)
 
-    def allgather_coalesced(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+    def allgather_coalesced(
+        self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
+    ) -> Any:
         return self._run("allgather_coalesced", outputs, outputs, inputs, opts=opts)
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
@@ -186,7 +192,12 @@ class NeuronProcessGroup(dist.ProcessGroup):
         return self._run("alltoall", outputs, outputs, inputs, opts=opts)
 
     def all_to_all_single(
-        self, output: torch.Tensor, input: torch.Tensor, output_splits: list[int], input_splits: list[int], opts: Any = None
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,
+        output_splits: list[int],
+        input_splits: list[int],
+        opts: Any = None,
     ) -> Any:
         return self._run("alltoall_base", output, output, input, output_splits, input_splits, opts=opts)
 

@@ -51,9 +51,12 @@ except Exception as error:  # noqa: BLE001 (the message is the result)
     on_device_error = str(error)
 accelerator.load_state(str(out / "accelerate_state"), map_location="cpu")
 restored = accelerator.unwrap_model(model).state_dict()
-result = {"rank": rank, "device": str(accelerator.device),
-          "on_device_error": on_device_error,
-          "load_state_exact": all(torch.equal(saved[k], v.detach().cpu()) for k, v in restored.items())}
+result = {
+    "rank": rank,
+    "device": str(accelerator.device),
+    "on_device_error": on_device_error,
+    "load_state_exact": all(torch.equal(saved[k], v.detach().cpu()) for k, v in restored.items()),
+}
 
 
 class Regression(torch.nn.Module):
@@ -72,8 +75,16 @@ data = [
 
 
 def train(run: str, resume: str | None = None) -> dict[str, torch.Tensor]:
-    args = TrainingArguments(output_dir=str(out / run), max_steps=4, save_steps=2, per_device_train_batch_size=4,
-                             learning_rate=0.05, report_to=[], seed=0, logging_steps=1)
+    args = TrainingArguments(
+        output_dir=str(out / run),
+        max_steps=4,
+        save_steps=2,
+        per_device_train_batch_size=4,
+        learning_rate=0.05,
+        report_to=[],
+        seed=0,
+        logging_steps=1,
+    )
     trainer = Trainer(model=Regression(), args=args, train_dataset=data)
     trainer.train(resume_from_checkpoint=resume)
     return {k: v.detach().cpu() for k, v in trainer.model.state_dict().items()}

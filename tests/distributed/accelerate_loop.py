@@ -27,12 +27,18 @@ for x, y in loader:
 digest = hashlib.sha256()
 for p in accelerator.unwrap_model(model).parameters():
     digest.update(p.detach().cpu().numpy().tobytes())
-print("RESULT " + json.dumps({
-    "rank": accelerator.process_index,
-    "distributed_type": str(accelerator.distributed_type),
-    "device": str(accelerator.device),
-    "param_device": str(next(model.parameters()).device),
-    "first_batch": first_batch,
-    "digest": digest.hexdigest(),
-}), flush=True)
+print(
+    "RESULT "
+    + json.dumps(
+        {
+            "rank": accelerator.process_index,
+            "distributed_type": str(accelerator.distributed_type),
+            "device": str(accelerator.device),
+            "param_device": str(next(model.parameters()).device),
+            "first_batch": first_batch,
+            "digest": digest.hexdigest(),
+        }
+    ),
+    flush=True,
+)
 accelerator.end_training()

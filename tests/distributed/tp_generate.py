@@ -14,15 +14,23 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.distributed import DistributedConfig
 
 path, prompt, new_tokens = sys.argv[1], sys.argv[2], int(sys.argv[3])
-model = AutoModelForCausalLM.from_pretrained(path, distributed_config=DistributedConfig(tp_size=int(os.environ["WORLD_SIZE"])))
+model = AutoModelForCausalLM.from_pretrained(
+    path, distributed_config=DistributedConfig(tp_size=int(os.environ["WORLD_SIZE"]))
+)
 weight = model.model.layers[0].self_attn.q_proj.weight
 tokenizer = AutoTokenizer.from_pretrained(path)
 output = model.generate(**tokenizer(prompt, return_tensors="pt"), max_new_tokens=new_tokens, do_sample=False)
-print("RESULT " + json.dumps({
-    "rank": dist.get_rank(),
-    "sharded": isinstance(weight, DTensor),
-    "local_shape": list(weight.to_local().shape) if isinstance(weight, DTensor) else list(weight.shape),
-    "full_shape": list(weight.shape),
-    "device": str(weight.to_local().device if isinstance(weight, DTensor) else weight.device),
-    "ids": output[0].tolist(),
-}), flush=True)
+print(
+    "RESULT "
+    + json.dumps(
+        {
+            "rank": dist.get_rank(),
+            "sharded": isinstance(weight, DTensor),
+            "local_shape": list(weight.to_local().shape) if isinstance(weight, DTensor) else list(weight.shape),
+            "full_shape": list(weight.shape),
+            "device": str(weight.to_local().device if isinstance(weight, DTensor) else weight.device),
+            "ids": output[0].tolist(),
+        }
+    ),
+    flush=True,
+)

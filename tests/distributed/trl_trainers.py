@@ -20,8 +20,15 @@ model_path, out = sys.argv[1], Path(sys.argv[2])
 tokenizer = AutoTokenizer.from_pretrained(model_path)
 words = ("a", "graph", "for", "every", "new", "shape", "so", "pad")
 prompts = Dataset.from_list([{"prompt": f"the neuron core compiles {w}"} for w in words])
-logging = dict(max_steps=2, per_device_train_batch_size=2, learning_rate=1e-3, report_to=[], logging_steps=1,
-               save_strategy="no", seed=0)
+logging = dict(
+    max_steps=2,
+    per_device_train_batch_size=2,
+    learning_rate=1e-3,
+    report_to=[],
+    logging_steps=1,
+    save_strategy="no",
+    seed=0,
+)
 common = dict(num_generations=2, max_completion_length=8, **logging)
 
 
@@ -34,15 +41,27 @@ def logged_losses(trainer: object) -> list[float]:
 
 
 result: dict[str, object] = {}
-grpo = GRPOTrainer(model=model_path, reward_funcs=length_reward,
-                   args=GRPOConfig(output_dir=str(out / "grpo"), **common),
-                   train_dataset=prompts, processing_class=tokenizer)
+grpo = GRPOTrainer(
+    model=model_path,
+    reward_funcs=length_reward,
+    args=GRPOConfig(output_dir=str(out / "grpo"), **common),
+    train_dataset=prompts,
+    processing_class=tokenizer,
+)
 grpo.train()
-result.update(rank=grpo.accelerator.process_index, device=str(grpo.accelerator.device), grpo=logged_losses(grpo),
-              param_device=str(next(grpo.model.parameters()).device))
-rloo = RLOOTrainer(model=model_path, reward_funcs=length_reward,
-                   args=RLOOConfig(output_dir=str(out / "rloo"), **common),
-                   train_dataset=prompts, processing_class=tokenizer)
+result.update(
+    rank=grpo.accelerator.process_index,
+    device=str(grpo.accelerator.device),
+    grpo=logged_losses(grpo),
+    param_device=str(next(grpo.model.parameters()).device),
+)
+rloo = RLOOTrainer(
+    model=model_path,
+    reward_funcs=length_reward,
+    args=RLOOConfig(output_dir=str(out / "rloo"), **common),
+    train_dataset=prompts,
+    processing_class=tokenizer,
+)
 rloo.train()
 result["rloo"] = logged_losses(rloo)
 pairs = Dataset.from_list(
@@ -50,8 +69,12 @@ pairs = Dataset.from_list(
 )
 reward_model = AutoModelForSequenceClassification.from_pretrained(model_path, num_labels=1)
 reward_model.config.pad_token_id = tokenizer.pad_token_id
-reward = RewardTrainer(model=reward_model, args=RewardConfig(output_dir=str(out / "reward"), **logging),
-                       train_dataset=pairs, processing_class=tokenizer)
+reward = RewardTrainer(
+    model=reward_model,
+    args=RewardConfig(output_dir=str(out / "reward"), **logging),
+    train_dataset=pairs,
+    processing_class=tokenizer,
+)
 reward.train()
 result["reward"] = logged_losses(reward)
 result["steps"] = [grpo.state.global_step, rloo.state.global_step, reward.state.global_step]

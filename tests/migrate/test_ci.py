@@ -22,10 +22,17 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def env_with_tool(tmp_path: Path) -> dict[str, str]:
     """The test environment, with `neuron-migrate` on PATH and git/pre-commit kept inside tmp_path."""
     scripts = [sysconfig.get_path("scripts"), str(Path(sys.executable).parent)]
-    env = dict(os.environ, PATH=os.pathsep.join([*scripts, os.environ.get("PATH", "")]),
-               PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"), HOME=str(tmp_path),
-               GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid")
+    env = dict(
+        os.environ,
+        PATH=os.pathsep.join([*scripts, os.environ.get("PATH", "")]),
+        PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"),
+        HOME=str(tmp_path),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.invalid",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.invalid",
+    )
     assert shutil.which("neuron-migrate", path=env["PATH"]), "neuron-migrate must be installed (pip install -e .)"
     return env
 
@@ -35,8 +42,11 @@ def git(*args: str, cwd: Path, env: dict[str, str]) -> str:
 
 
 def test_hook_manifest_is_valid():
-    proc = subprocess.run([sys.executable, "-m", "pre_commit", "validate-manifest", str(ROOT / ".pre-commit-hooks.yaml")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "validate-manifest", str(ROOT / ".pre-commit-hooks.yaml")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -61,8 +71,13 @@ def test_pre_commit_fails_on_an_unmigrated_script_and_passes_after_write(tmp_pat
     git("add", ".", cwd=project, env=env)
 
     def run_hooks() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files"], cwd=project, env=env,
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "pre_commit", "run", "--all-files"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
 
     failed = run_hooks()
     assert failed.returncode == 1, failed.stdout + failed.stderr
@@ -88,8 +103,13 @@ def test_example_workflow_step_writes_the_report_and_the_exit_code(tmp_path: Pat
     project.mkdir()
     (project / "train.py").write_text(CUDA)
     env.update(GITHUB_OUTPUT=str(tmp_path / "output"), GITHUB_STEP_SUMMARY=str(tmp_path / "summary"))
-    proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", check["run"]],
-                          cwd=project, env=env, capture_output=True, text=True)  # as Actions runs `run:`
+    proc = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", check["run"]],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )  # as Actions runs `run:`
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "output").read_text() == "exit_code=1\n"
     report = (project / "neuron-migrate.md").read_text()

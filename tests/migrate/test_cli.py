@@ -49,7 +49,9 @@ def test_check_then_write_then_check(project):
 
 def test_diff_applies_with_patch(project):
     diff = invoke(str(project / "train.py")).stdout
-    subprocess.run(["patch", "-p1", "-s", "-d", "/"], input=diff.encode(), check=True) if project.is_absolute() else None
+    subprocess.run(
+        ["patch", "-p1", "-s", "-d", "/"], input=diff.encode(), check=True
+    ) if project.is_absolute() else None
     assert b'.to("neuron")' in (project / "train.py").read_bytes()
 
 
@@ -73,7 +75,7 @@ def test_pyproject_config(project):
     out = invoke(str(project)).stdout
     assert "torch.neuron.empty_cache()" in out
     assert '.to("neuron")' not in out and "neuroncompat" not in out
-    (project / "pyproject.toml").write_text('[tool.neuron-migrate]\nbogus = 1\n')
+    (project / "pyproject.toml").write_text("[tool.neuron-migrate]\nbogus = 1\n")
     assert invoke(str(project)).exit_code == 2
 
 
@@ -91,9 +93,11 @@ def test_robustness_mixed_tree(tmp_path: Path):
     """Bad files are reported and skipped; the good files are still migrated; nothing is lost."""
     (tmp_path / "a_good.py").write_bytes(CUDA)
     (tmp_path / "b_broken.py").write_bytes(b"import torch\ndef f(:\n    torch.cuda.empty_cache()\n")
-    latin = '# -*- coding: latin-1 -*-\r\nimport torch\r\n\r\ndef f():\r\n    print("café")\r\n    return torch.zeros(1).cuda()\r\n'.encode("latin-1")
+    latin = '# -*- coding: latin-1 -*-\r\nimport torch\r\n\r\ndef f():\r\n    print("café")\r\n    return torch.zeros(1).cuda()\r\n'.encode(
+        "latin-1"
+    )
     (tmp_path / "c_latin1_crlf.py").write_bytes(latin)
-    bom = b'\xef\xbb\xbfimport torch\nx = torch.zeros(1).cuda()\n'
+    bom = b"\xef\xbb\xbfimport torch\nx = torch.zeros(1).cuda()\n"
     (tmp_path / "d_bom.py").write_bytes(bom)
     (tmp_path / "e_empty.py").write_bytes(b"")
     readonly = tmp_path / "f_readonly.py"

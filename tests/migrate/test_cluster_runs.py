@@ -23,7 +23,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 # Wraps a script: records each model `from_pretrained` returns; at exit prints, per rank, whether
 # the first attention projection is a DTensor, where it lives, and its local and full shapes.
-TP_PROBE = '''
+TP_PROBE = """
 import atexit, json, os, sys
 from torch.distributed.tensor import DTensor
 from transformers import PreTrainedModel
@@ -51,7 +51,7 @@ def _report():
 PreTrainedModel.from_pretrained = classmethod(_record)
 atexit.register(_report)
 run(sys.argv[1:])
-'''
+"""
 
 
 def _results(stdout: str, tag: str) -> dict[int, dict]:
@@ -68,8 +68,21 @@ def test_migrated_tensor_parallel_generate_shards_as_dtensors_and_matches_cpu(ru
     prompt = " ".join((run_workdir / "train.txt").read_text().split()[:5])
     out = run_workdir / "tp_tokens.txt"
     script = FIXTURES / "cuda" / "tp_generate.expected.py"
-    result = torchrun("tp_probe.py", [str(script), "--model_name_or_path", "model", "--prompt", prompt,
-                                      "--max_new_tokens", "6", "--output_file", str(out)], run_workdir)
+    result = torchrun(
+        "tp_probe.py",
+        [
+            str(script),
+            "--model_name_or_path",
+            "model",
+            "--prompt",
+            prompt,
+            "--max_new_tokens",
+            "6",
+            "--output_file",
+            str(out),
+        ],
+        run_workdir,
+    )
     ranks = _results(result.stdout, "RANK_TP")
     assert set(ranks) == {0, 1}
     for rank, row in ranks.items():
@@ -78,8 +91,9 @@ def test_migrated_tensor_parallel_generate_shards_as_dtensors_and_matches_cpu(ru
     tokenizer = AutoTokenizer.from_pretrained(run_workdir / "model")
     inputs = tokenizer(prompt, return_tensors="pt")
     reference = AutoModelForCausalLM.from_pretrained(run_workdir / "model").generate(
-        **inputs, max_new_tokens=6, do_sample=False)
-    expected = reference[0][inputs["input_ids"].shape[1]:].tolist()
+        **inputs, max_new_tokens=6, do_sample=False
+    )
+    expected = reference[0][inputs["input_ids"].shape[1] :].tolist()
     assert [int(t) for t in out.read_text().split()] == expected
 
 

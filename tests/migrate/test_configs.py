@@ -17,8 +17,12 @@ from migrate.registry import Selection
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"
 CLUSTER = [FIXTURES.parent / "slurm", FIXTURES.parent / "k8s"]  # SLURM batch scripts, Kubernetes manifests
-CASES = sorted(p for folder in (FIXTURES, *CLUSTER) for p in folder.iterdir()
-               if ".expected." not in p.name and p.name not in ("not_a_config.yaml", "README.md"))
+CASES = sorted(
+    p
+    for folder in (FIXTURES, *CLUSTER)
+    for p in folder.iterdir()
+    if ".expected." not in p.name and p.name not in ("not_a_config.yaml", "README.md")
+)
 
 
 def expected_for(source: Path) -> Path:
@@ -109,7 +113,7 @@ def test_expansions_in_single_quotes_and_comments_are_not_renamed():
 
 
 def test_install_inside_a_compound_command_gets_a_todo_not_a_broken_line():
-    source = "if [ -n \"$CUDA\" ]; then pip install flash-attn; fi\n"
+    source = 'if [ -n "$CUDA" ]; then pip install flash-attn; fi\n'
     result = migrate_file(source.encode(), "setup.sh")
     assert result.new.decode().endswith(source)  # the command itself is untouched
     assert [t.rule for t in result.todos] == ["NM814"]
@@ -162,7 +166,10 @@ def test_recipe_parse_yaml_file_rejects_the_old_keys_and_takes_the_migrated_ones
         assert old in str(rejected.value)
     _, training, _ = parser.parse_yaml_file(FIXTURES / "recipe_trainer_drift.expected.yaml")
     assert (training.eval_strategy, training.warmup_steps, training.train_sampling_strategy) == (
-        "steps", 0.03, "group_by_length")
+        "steps",
+        0.03,
+        "group_by_length",
+    )
 
 
 def test_migrated_qlora_recipe_parses_with_trl_on_neuron(neuron: object) -> None:
@@ -182,7 +189,8 @@ def test_removed_recipe_keys_are_reported_on_their_line():
     result = migrate_file(source.encode(), "r.yaml")
     assert result.new.decode() == "output_dir: out\nseed: 1\n"
     assert [(w.rule, w.line, w.message.split(":")[0]) for w in result.warnings] == [
-        ("NM808", 2, "removed logging_dir"), ("NM808", 3, "removed group_by_length"),
+        ("NM808", 2, "removed logging_dir"),
+        ("NM808", 3, "removed group_by_length"),
         ("NM808", 4, "removed use_mps_device"),
     ]
     skipped = migrate_file(b"output_dir: out\nlogging_dir: logs  # neuron-migrate: skip\n", "r.yaml")
@@ -190,13 +198,16 @@ def test_removed_recipe_keys_are_reported_on_their_line():
 
 
 def test_recipe_keys_with_no_faithful_rewrite_get_a_todo_and_stay():
-    source = ("output_dir: out\nmax_seq_length: 1024\nmax_length: 2048\nlogging_dir: &logs runs/a\nrun_name: *logs\n"
-              "group_by_length: 'yes'\n")
+    source = (
+        "output_dir: out\nmax_seq_length: 1024\nmax_length: 2048\nlogging_dir: &logs runs/a\nrun_name: *logs\n"
+        "group_by_length: 'yes'\n"
+    )
     result = migrate_file(source.encode(), "r.yaml")
     new = result.new.decode()
     assert [line for line in new.splitlines() if not line.startswith("#")] == source.splitlines()
     assert [(t.rule, t.message.split(":")[0]) for t in result.todos] == [
-        ("NM808", "max_seq_length is now max_length, which is set too"), ("NM808", "logging_dir"),
+        ("NM808", "max_seq_length is now max_length, which is set too"),
+        ("NM808", "logging_dir"),
         ("NM808", "group_by_length"),
     ]
     assert parses(Path("r.yaml"), new) and migrate_file(result.new, "r.yaml").status == "unchanged"
@@ -216,12 +227,17 @@ def test_a_bool_flag_takes_a_value_only_when_one_follows():
     )
     assert new.endswith("torchrun train.py --do_train --bf16 --output_dir out\n")
     assert [message.split(":")[0] for _, _, message in notes] == [
-        "removed --zero_1", "removed --fuse_qkv true", "removed --async_save=false", "removed --use_xser False",
+        "removed --zero_1",
+        "removed --fuse_qkv true",
+        "removed --async_save=false",
+        "removed --use_xser False",
     ]
 
 
 def test_zero1_and_parallel_degrees_get_a_todo_only_when_they_were_on():
-    off = migrate_shell("python train.py --do_train --zero_1 false --tensor_parallel_size 1 --pipeline_parallel_size=1\n")[0]
+    off = migrate_shell(
+        "python train.py --do_train --zero_1 false --tensor_parallel_size 1 --pipeline_parallel_size=1\n"
+    )[0]
     assert off == "python train.py --do_train\n"
     on = migrate_shell("python train.py --do_train --zero_1 --tensor_parallel_size 8 --pipeline_parallel_size $PP\n")[0]
     assert on.endswith("python train.py --do_train\n")
@@ -232,12 +248,16 @@ def test_zero1_and_parallel_degrees_get_a_todo_only_when_they_were_on():
 
 def test_sequence_parallel_todo_follows_the_flag_meaning():
     assert "TODO" not in migrate_shell("python t.py --do_train --disable_sequence_parallel\n")[0]
-    assert "TODO(neuron-migrate NM816): --disable_sequence_parallel false: sequence parallelism" in migrate_shell(
-        "python t.py --do_train --disable_sequence_parallel false\n")[0]
+    assert (
+        "TODO(neuron-migrate NM816): --disable_sequence_parallel false: sequence parallelism"
+        in migrate_shell("python t.py --do_train --disable_sequence_parallel false\n")[0]
+    )
 
 
 def test_negated_dashed_and_quoted_flags():
-    new, _ = migrate_shell("python t.py --do-train --no_use_xser --skip-cache-push '--fuse_qkv' --logging_dir \"my logs\" -x\n")
+    new, _ = migrate_shell(
+        "python t.py --do-train --no_use_xser --skip-cache-push '--fuse_qkv' --logging_dir \"my logs\" -x\n"
+    )
     assert new == "python t.py --do-train -x\n"
 
 
@@ -245,8 +265,10 @@ def test_drift_flags_are_renamed_in_the_spelling_used():
     new, notes = migrate_shell(
         "accelerate launch run.py --do_eval --evaluation-strategy steps --warmup_ratio=0.1 --no_cuda --group_by_length\n"
     )
-    assert new == ("accelerate launch run.py --do_eval --eval-strategy steps --warmup_steps=0.1 --use_cpu "
-                   "--train_sampling_strategy group_by_length\n")
+    assert new == (
+        "accelerate launch run.py --do_eval --eval-strategy steps --warmup_steps=0.1 --use_cpu "
+        "--train_sampling_strategy group_by_length\n"
+    )
     assert notes == []  # renames keep the setting: nothing to report beyond the rewrite counts
 
 
@@ -273,7 +295,8 @@ def test_lines_of_other_programs_keep_their_flags():
 
 def test_trl_only_fields_follow_the_trl_command():
     assert migrate_shell("trl sft --model_name_or_path m --max_seq_length 1024\n")[0] == (
-        "trl sft --model_name_or_path m --max_length 1024\n")
+        "trl sft --model_name_or_path m --max_length 1024\n"
+    )
     new, notes = migrate_shell("accelerate launch trl/scripts/dpo.py --max_prompt_length 128 --max_length 512\n")
     assert new == "accelerate launch trl/scripts/dpo.py --max_length 512\n"
     assert notes[0][:2] == ("NM817", 1)
@@ -309,8 +332,10 @@ def _plain(node, renames: dict[str, str]):
     return renames.get(node.value, node.value)
 
 
-K8S_RENAMES = {"aws.amazon.com/neuroncore": "nvidia.com/gpu",  # migrated -> original
-               "TORCH_NEURONX_NEFF_CACHE_DIR": "NEURON_COMPILE_CACHE_URL"}
+K8S_RENAMES = {
+    "aws.amazon.com/neuroncore": "nvidia.com/gpu",  # migrated -> original
+    "TORCH_NEURONX_NEFF_CACHE_DIR": "NEURON_COMPILE_CACHE_URL",
+}
 K8S_VALUE_CHANGES = {"--fp16": "--bf16", "--evaluation_strategy": "--eval_strategy"}  # original -> migrated
 
 
@@ -368,8 +393,10 @@ def test_srun_options_with_values_are_skipped_to_find_the_launcher():
 
 def test_anchored_gpu_key_in_a_manifest_is_left_alone():
     """Its aliases elsewhere would change with it, so the key is not renamed."""
-    source = ("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n    resources:\n      limits:\n"
-              "        &gpu nvidia.com/gpu: 1\n")
+    source = (
+        "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n    resources:\n      limits:\n"
+        "        &gpu nvidia.com/gpu: 1\n"
+    )
     assert migrate_file(source.encode(), "pod.yaml").status == "unchanged"
 
 

@@ -115,13 +115,13 @@ def test_markdown_leaves_out_diffs_past_the_comment_size_limit(tmp_path: Path, m
     assert len(out) < 65_536
     assert out.startswith(markdown.MARKER)
     assert "_Diff left out" in out  # big.py
-    assert "+y = torch.zeros(1).to(\"neuron\")" in out  # small.py still has its diff
+    assert '+y = torch.zeros(1).to("neuron")' in out  # small.py still has its diff
 
 
 def test_colour_only_on_a_terminal(tree, monkeypatch):
     plain = CliRunner().invoke(main, ["train.py"]).stdout
-    assert "\x1b[" not in plain and "+    x = torch.zeros(2).to(\"neuron\")" in plain
+    assert "\x1b[" not in plain and '+    x = torch.zeros(2).to("neuron")' in plain
     coloured = CliRunner().invoke(main, ["train.py"], color=True).stdout
-    assert "\x1b[32m+    x = torch.zeros(2).to(\"neuron\")" in coloured
+    assert '\x1b[32m+    x = torch.zeros(2).to("neuron")' in coloured
     monkeypatch.setenv("NO_COLOR", "1")
     assert "\x1b[" not in CliRunner().invoke(main, ["train.py"], color=True).stdout

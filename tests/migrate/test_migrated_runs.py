@@ -40,8 +40,16 @@ def test_inference_gives_the_cpu_tokens(script: str, output: str, workdir: Path)
     prompt = " ".join((workdir / "train.txt").read_text().split()[:5])
 
     def args(side: str) -> list[str]:
-        return ["--model_name_or_path", "model", "--prompt", prompt,
-                "--max_new_tokens", "8", "--output_file", f"{side}-{output}"]
+        return [
+            "--model_name_or_path",
+            "model",
+            "--prompt",
+            prompt,
+            "--max_new_tokens",
+            "8",
+            "--output_file",
+            f"{side}-{output}",
+        ]
 
     _run(script, args("cpu"), workdir, on_neuron=False)
     _run(script, args("neuron"), workdir, on_neuron=True)
@@ -58,7 +66,12 @@ def test_inference_gives_the_cpu_tokens(script: str, output: str, workdir: Path)
 )
 def test_full_training_saves_a_cpu_loadable_checkpoint(script: str, args: list[str], workdir: Path) -> None:
     out = workdir / f"{script}-out"
-    stdout = _run(script, ["--model_name_or_path", "model", "--output_dir", str(out), "--max_steps", "2", *args], workdir, on_neuron=True)
+    stdout = _run(
+        script,
+        ["--model_name_or_path", "model", "--output_dir", str(out), "--max_steps", "2", *args],
+        workdir,
+        on_neuron=True,
+    )
     found = losses(stdout)
     assert found and all(math.isfinite(loss) for loss in found), stdout[-2000:]
     assert_trained_on_cpu(out, workdir / "model")
@@ -68,8 +81,20 @@ def test_sft_lora_saves_an_adapter_that_loads_on_cpu(workdir: Path) -> None:
     out = workdir / "sft-lora-out"
     stdout = _run(
         "sft_lora",
-        ["--model_name_or_path", "model", "--dataset_name", "train.jsonl", "--output_dir", str(out), "--max_steps", "2",
-         "--per_device_train_batch_size", "2", "--max_length", "64"],
+        [
+            "--model_name_or_path",
+            "model",
+            "--dataset_name",
+            "train.jsonl",
+            "--output_dir",
+            str(out),
+            "--max_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "2",
+            "--max_length",
+            "64",
+        ],
         workdir,
         on_neuron=True,
     )

@@ -64,11 +64,18 @@ def test_magics_are_migrated_and_the_diff_names_cells():
 def test_single_string_sources_and_ascii_escapes_keep_their_layout():
     notebook = {
         "cells": [
-            {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-             "source": "import torch\nx = torch.zeros(1).cuda()  # caf\u00e9\n"},
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "metadata": {},
+                "outputs": [],
+                "source": "import torch\nx = torch.zeros(1).cuda()  # caf\u00e9\n",
+            },
             {"cell_type": "markdown", "metadata": {}, "source": "caf\u00e9"},
         ],
-        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
     }
     text = json.dumps(notebook, indent=2)  # ensure_ascii: \u00e9 escapes, as some tools write
     new = migrate_file(text.encode(), "nb.ipynb").new.decode()
@@ -86,15 +93,34 @@ def test_invalid_notebook_is_an_error_and_is_not_written(tmp_path: Path):
 
 def test_indented_magic_keeps_its_block_valid():
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell("import sys\nif 'google.colab' in sys.modules:\n    !pip install flash-attn")]
+    notebook.cells = [
+        nbformat.v4.new_code_cell("import sys\nif 'google.colab' in sys.modules:\n    !pip install flash-attn")
+    ]
     new = migrate_file(nbformat.writes(notebook).encode(), "nb.ipynb").new.decode()
     source = nbformat.reads(new, as_version=4).cells[0].source
-    assert source.endswith("\n    # TODO(neuron-migrate NM814): flash-attn: CUDA-only, does not build or run on Neuron "
-                           "(remove this install); sdpa attention, bf16 weights and model.generate take their place\n"
-                           "    !pip install flash-attn")
+    assert source.endswith(
+        "\n    # TODO(neuron-migrate NM814): flash-attn: CUDA-only, does not build or run on Neuron "
+        "(remove this install); sdpa attention, bf16 weights and model.generate take their place\n"
+        "    !pip install flash-attn"
+    )
 
 
 def test_cells_that_are_not_objects_are_passed_over():
-    text = json.dumps({"cells": [7, {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-                                     "source": ["!nvidia-smi"]}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    text = json.dumps(
+        {
+            "cells": [
+                7,
+                {
+                    "cell_type": "code",
+                    "metadata": {},
+                    "outputs": [],
+                    "execution_count": None,
+                    "source": ["!nvidia-smi"],
+                },
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
     assert migrate_file(text.encode(), "odd.ipynb").new.decode() == text.replace("nvidia-smi", "neuron-ls")

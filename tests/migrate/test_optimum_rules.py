@@ -14,12 +14,15 @@ def test_training_and_inference_classes_resolve_by_import_path():
         "from optimum.neuron import NeuronModelForCausalLM\n"
         "from optimum.neuron.models.training import NeuronModelForCausalLM as TrainModel\n"
         "policy = TrainModel.from_pretrained(name, trn_config)\n"
-        'sampler = NeuronModelForCausalLM.from_pretrained(name, export=True, sequence_length=64)\n'
+        "sampler = NeuronModelForCausalLM.from_pretrained(name, export=True, sequence_length=64)\n"
     )
     out = run(src)
     assert "from transformers import AutoModelForCausalLM, AutoModelForCausalLM as TrainModel\n" in out
     assert "policy = TrainModel.from_pretrained(name, distributed_config=trn_config)\n" in out
-    assert 'sampler = AutoModelForCausalLM.from_pretrained(\n    name,\n    device_map="neuron",\n    dtype=torch.bfloat16,\n)\n' in out
+    assert (
+        'sampler = AutoModelForCausalLM.from_pretrained(\n    name,\n    device_map="neuron",\n    dtype=torch.bfloat16,\n)\n'
+        in out
+    )
     assert "sampler.generation_config.max_cache_len = 64\n" in out
 
 
@@ -53,7 +56,9 @@ def test_comments_above_a_removed_call_stay():
         "    xm.mark_step()\n"
         "    print(loss)\n"
     )
-    assert run(src) == "for batch in loader:\n    loss = step(batch)\n    # one compiled graph per step\n    print(loss)\n"
+    assert (
+        run(src) == "for batch in loader:\n    loss = step(batch)\n    # one compiled graph per step\n    print(loss)\n"
+    )
 
 
 def test_skip_marker_keeps_the_call_and_its_import():

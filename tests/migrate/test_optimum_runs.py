@@ -43,17 +43,71 @@ def _arguments(workdir: Path) -> dict[str, list[str]]:
     """Command lines per fixture, as `fixtures/optimum/README.md` documents them."""
     prompt = _prompt(workdir)
     return {
-        "generate_export": ["--model", "model", "--prompt", prompt, "--sequence_length", "256",
-                            "--max_new_tokens", str(NEW_TOKENS), "--output_file", "optimum-tokens.txt"],
+        "generate_export": [
+            "--model",
+            "model",
+            "--prompt",
+            prompt,
+            "--sequence_length",
+            "256",
+            "--max_new_tokens",
+            str(NEW_TOKENS),
+            "--output_file",
+            "optimum-tokens.txt",
+        ],
         "text_classification": ["--model", "classifier", "--text", prompt, "--output_file", "optimum-labels.json"],
-        "run_clm": ["--model_name_or_path", "model", "--train_file", "train.txt", "--output_dir", "optimum-clm",
-                    "--do_train", "--max_steps", "2", "--per_device_train_batch_size", "2", "--block_size", "32",
-                    "--logging_steps", "1", "--save_strategy", "no"],
-        "finetune_qwen3_sft": ["--model_id", "model", "--dataset", "train.jsonl", "--output_dir", "optimum-sft",
-                               "--max_steps", "2", "--per_device_train_batch_size", "2", "--max_seq_length", "64",
-                               "--logging_steps", "1", "--bf16", "--save_strategy", "no"],
-        "accelerate_loop": ["--model_name_or_path", "model", "--train_file", "train.txt", "--output_dir",
-                            "optimum-loop", "--max_steps", "2", "--batch_size", "2", "--block_size", "32"],
+        "run_clm": [
+            "--model_name_or_path",
+            "model",
+            "--train_file",
+            "train.txt",
+            "--output_dir",
+            "optimum-clm",
+            "--do_train",
+            "--max_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "2",
+            "--block_size",
+            "32",
+            "--logging_steps",
+            "1",
+            "--save_strategy",
+            "no",
+        ],
+        "finetune_qwen3_sft": [
+            "--model_id",
+            "model",
+            "--dataset",
+            "train.jsonl",
+            "--output_dir",
+            "optimum-sft",
+            "--max_steps",
+            "2",
+            "--per_device_train_batch_size",
+            "2",
+            "--max_seq_length",
+            "64",
+            "--logging_steps",
+            "1",
+            "--bf16",
+            "--save_strategy",
+            "no",
+        ],
+        "accelerate_loop": [
+            "--model_name_or_path",
+            "model",
+            "--train_file",
+            "train.txt",
+            "--output_dir",
+            "optimum-loop",
+            "--max_steps",
+            "2",
+            "--batch_size",
+            "2",
+            "--block_size",
+            "32",
+        ],
     }
 
 
@@ -64,9 +118,15 @@ def runs(run_workdir: Path) -> dict[str, Future[str]]:
 
     # A classification head saved once, so the simulator run and the CPU reference share its weights.
     torch.manual_seed(0)
-    AutoModelForSequenceClassification.from_pretrained(run_workdir / "model").save_pretrained(run_workdir / "classifier")
-    (run_workdir / "classifier").joinpath("tokenizer.json").write_bytes((run_workdir / "model" / "tokenizer.json").read_bytes())
-    (run_workdir / "classifier").joinpath("tokenizer_config.json").write_bytes((run_workdir / "model" / "tokenizer_config.json").read_bytes())
+    AutoModelForSequenceClassification.from_pretrained(run_workdir / "model").save_pretrained(
+        run_workdir / "classifier"
+    )
+    (run_workdir / "classifier").joinpath("tokenizer.json").write_bytes(
+        (run_workdir / "model" / "tokenizer.json").read_bytes()
+    )
+    (run_workdir / "classifier").joinpath("tokenizer_config.json").write_bytes(
+        (run_workdir / "model" / "tokenizer_config.json").read_bytes()
+    )
     pool = ThreadPoolExecutor(max_workers=2)
     futures = {
         name: pool.submit(run_script, FIXTURES / f"{name}.expected.py", args, run_workdir, True)
@@ -83,7 +143,7 @@ def _cpu_greedy(model_dir: Path, prompt: str) -> list[int]:
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16)
     inputs = tokenizer(prompt, return_tensors="pt")
     out = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
-    return out[0, inputs.input_ids.shape[1]:].tolist()
+    return out[0, inputs.input_ids.shape[1] :].tolist()
 
 
 def test_export_inference_gives_the_cpu_tokens(runs: dict[str, Future[str]], run_workdir: Path) -> None:
@@ -107,7 +167,9 @@ def test_encoder_classification_matches_cpu(runs: dict[str, Future[str]], run_wo
 
 
 @pytest.mark.parametrize("name, output", [("run_clm", "optimum-clm"), ("accelerate_loop", "optimum-loop")])
-def test_training_saves_a_cpu_loadable_checkpoint(runs: dict[str, Future[str]], run_workdir: Path, name: str, output: str) -> None:
+def test_training_saves_a_cpu_loadable_checkpoint(
+    runs: dict[str, Future[str]], run_workdir: Path, name: str, output: str
+) -> None:
     found = losses(runs[name].result())
     assert found and all(math.isfinite(loss) for loss in found)
     assert_trained_on_cpu(run_workdir / output, run_workdir / "model")

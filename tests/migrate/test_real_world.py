@@ -29,6 +29,7 @@ def migrate(src: str, name: str = "train.py", shim: bool = True) -> str:
 
 # 1 -----------------------------------------------------------------------------------------
 
+
 def test_entry_script_with_nothing_to_rewrite_gets_the_shim():
     src = (
         "from transformers import AutoModelForSequenceClassification\n"
@@ -63,6 +64,7 @@ def test_no_shim_for_library_modules_non_ml_scripts_or_without_the_shim_option()
 
 # 2 -----------------------------------------------------------------------------------------
 
+
 def test_ddp_keeps_device_ids_so_inputs_are_moved_to_the_core():
     src = (
         "import os\nimport torch\nimport torch.distributed as dist\n"
@@ -79,6 +81,7 @@ def test_ddp_keeps_device_ids_so_inputs_are_moved_to_the_core():
 
 
 # 3 -----------------------------------------------------------------------------------------
+
 
 def test_settings_written_as_dict_subscripts_and_dict_calls():
     src = (
@@ -108,6 +111,7 @@ def test_config_dict_keys_are_not_renamed():
 
 # 4 -----------------------------------------------------------------------------------------
 
+
 def test_device_strings_through_variables():
     src = (
         "import torch\n\n\nclass Trainer:\n"
@@ -133,6 +137,7 @@ def test_map_location_fstring_no_longer_crashes():
 
 
 # 5 -----------------------------------------------------------------------------------------
+
 
 def test_splatted_export_dicts_in_optimum_calls():
     src = (
@@ -161,6 +166,7 @@ def test_splatted_dict_read_elsewhere_is_kept():
 
 # 6 -----------------------------------------------------------------------------------------
 
+
 def test_a_rewrite_never_reads_a_field_it_removed():
     src = (
         "from optimum.neuron import NeuronTrainer, NeuronTrainingArguments\n"
@@ -181,6 +187,7 @@ def test_a_rewrite_never_reads_a_field_it_removed():
 
 # 7 -----------------------------------------------------------------------------------------
 
+
 def test_guard_is_not_opened_for_a_cuda_only_call():
     src = (
         "import torch\n\n"
@@ -200,6 +207,7 @@ def test_capability_call_is_made_safe_under_its_todo():
 
 
 # 8 -----------------------------------------------------------------------------------------
+
 
 def test_unused_cuda_import_goes():
     src = 'import torch\nfrom torch import cuda\n\ndevice = "cuda" if cuda.is_available() else "cpu"\n'
@@ -225,21 +233,26 @@ def test_master_ordinal_around_save_is_one_guard():
 
 # 9 -----------------------------------------------------------------------------------------
 
+
 def _notebook(*sources: list[str]) -> str:
-    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": s}
-             for s in sources]
+    cells = [
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": s} for s in sources
+    ]
     return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
 
 
 def test_notebook_export_magic_todo_once():
-    lasts = ("!optimum-cli export neuron --model gpt2 --sequence_length 128 out/",
-             "!optimum-cli export neuron -m gpt2 out/\n")
+    lasts = (
+        "!optimum-cli export neuron --model gpt2 --sequence_length 128 out/",
+        "!optimum-cli export neuron -m gpt2 out/\n",
+    )
     for last in lasts:
         out = migrate(_notebook(["import torch\n", last], ["x = 1"]), name="nb.ipynb")
         assert out.count("NM813") == 1
 
 
 # 10 ----------------------------------------------------------------------------------------
+
 
 def test_launch_line_flash_attention_and_liger():
     src = (
@@ -257,6 +270,7 @@ def test_recipe_liger_off():
 
 
 # 11 ----------------------------------------------------------------------------------------
+
 
 def test_trl_model_config_dtype_and_other_trainers():
     src = (

@@ -49,10 +49,13 @@ def _prompt(workdir: Path) -> str:
     return " ".join((workdir / "train.txt").read_text().split()[:5])
 
 
-@pytest.mark.parametrize("name, flags", [
-    ("alpaca_generate", ["--base_model", "model", "--instruction"]),
-    ("capability_inference", ["--model_name_or_path", "model", "--prompt"]),
-])
+@pytest.mark.parametrize(
+    "name, flags",
+    [
+        ("alpaca_generate", ["--base_model", "model", "--instruction"]),
+        ("capability_inference", ["--model_name_or_path", "model", "--prompt"]),
+    ],
+)
 def test_inference_gives_the_cpu_tokens(name: str, flags: list[str], run_workdir: Path) -> None:
     def args(side: str) -> list[str]:
         return [*flags, _prompt(run_workdir), "--max_new_tokens", "8", "--output_file", f"{name}-{side}.txt"]
@@ -65,10 +68,20 @@ def test_inference_gives_the_cpu_tokens(name: str, flags: list[str], run_workdir
 
 def _torchrun_cpu(script: Path, args: list[str], cwd: Path) -> str:
     """The original under torchrun on CPU (gloo), one process: it reads LOCAL_RANK."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1",
-               "--master_port", str(free_port()), str(script), *args]
-    result = subprocess.run(command, env=simulated_env(NEURONCOMPAT_SIMULATE="0"), cwd=cwd, capture_output=True,
-                            text=True, timeout=600)
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "1",
+        "--master_port",
+        str(free_port()),
+        str(script),
+        *args,
+    ]
+    result = subprocess.run(
+        command, env=simulated_env(NEURONCOMPAT_SIMULATE="0"), cwd=cwd, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return result.stdout
 
@@ -92,6 +105,7 @@ def test_ddp_snapshot_trains_as_on_cpu_and_resumes(run_workdir: Path) -> None:
 
 def test_accelerate_example_without_cuda_code_runs_on_neuron(run_workdir: Path) -> None:
     """Only `import neuroncompat` was added; without it the run trained on CPU."""
+
     def args(out: str) -> list[str]:
         return ["--model_name_or_path", "model", "--train_file", "train.txt", "--output_dir", out, "--max_steps", "3"]
 
@@ -104,10 +118,13 @@ def test_accelerate_example_without_cuda_code_runs_on_neuron(run_workdir: Path) 
     assert_trained_on_cpu(run_workdir / "acc-two", run_workdir / "model")
 
 
-@pytest.mark.parametrize("name, extra", [
-    ("trl_reward", ["--pairs_file", "train.txt", "--per_device_train_batch_size", "4"]),
-    ("dpo_model_kwargs", ["--pairs_file", "train.txt", "--per_device_train_batch_size", "2"]),
-])
+@pytest.mark.parametrize(
+    "name, extra",
+    [
+        ("trl_reward", ["--pairs_file", "train.txt", "--per_device_train_batch_size", "4"]),
+        ("dpo_model_kwargs", ["--pairs_file", "train.txt", "--per_device_train_batch_size", "2"]),
+    ],
+)
 def test_trl_trainers_train_on_neuron(name: str, extra: list[str], run_workdir: Path) -> None:
     def args(out: str) -> list[str]:
         return ["--model_name_or_path", "model", "--output_dir", out, "--max_steps", "2", *extra]
@@ -125,8 +142,19 @@ def test_trl_trainers_train_on_neuron(name: str, extra: list[str], run_workdir: 
 
 def test_mnist_style_loop_matches_cpu(run_workdir: Path) -> None:
     def args(side: str) -> list[str]:
-        return ["--epochs", "1", "--train-size", "128", "--batch-size", "32", "--log-interval", "1",
-                "--save-model", "--model-path", f"mnist-{side}.pt"]
+        return [
+            "--epochs",
+            "1",
+            "--train-size",
+            "128",
+            "--batch-size",
+            "32",
+            "--log-interval",
+            "1",
+            "--save-model",
+            "--model-path",
+            f"mnist-{side}.pt",
+        ]
 
     cpu = _cpu("mnist_style_train", args("cpu"), run_workdir)
     neuron = _neuron("mnist_style_train", args("neuron"), run_workdir)
@@ -139,8 +167,18 @@ def test_mnist_style_loop_matches_cpu(run_workdir: Path) -> None:
 
 def test_peft_loop_trains_an_adapter_on_neuron(run_workdir: Path) -> None:
     def args(out: str) -> list[str]:
-        return ["--model_name_or_path", "model", "--train_file", "train.txt", "--output_dir", out,
-                "--max_steps", "3", "--batch_size", "4"]
+        return [
+            "--model_name_or_path",
+            "model",
+            "--train_file",
+            "train.txt",
+            "--output_dir",
+            out,
+            "--max_steps",
+            "3",
+            "--batch_size",
+            "4",
+        ]
 
     # the loop shuffles with no seed and LoRA initialises randomly: the CPU run is the reference
     # for running at all and for the loss scale, not for equal values

@@ -57,10 +57,10 @@ def test_from_import_only_adds_import_torch():
 
 def test_generate_input_kept_when_also_used_in_forward():
     src = (
-        'def f(model, tok):\n'
+        "def f(model, tok):\n"
         '    inputs = tok("hi", return_tensors="pt").to("cuda")\n'
-        '    loss = model(**inputs).loss\n'
-        '    return model.generate(**inputs, max_new_tokens=2)\n'
+        "    loss = model(**inputs).loss\n"
+        "    return model.generate(**inputs, max_new_tokens=2)\n"
     )
     out = run(src)
     assert 'inputs = tok("hi", return_tensors="pt").to("neuron")' in out
@@ -71,7 +71,7 @@ def test_multi_process_device_map_is_per_rank():
     src = 'import torch.distributed as dist\ndist.init_process_group("nccl")\nm = AutoModel.from_pretrained("x", device_map="auto")\n'
     out = run(src)
     assert "import os\n" in out
-    assert "device_map={\"\": f\"neuron:{int(os.environ.get('LOCAL_RANK', 0))}\"}" in out
+    assert 'device_map={"": f"neuron:{int(os.environ.get(\'LOCAL_RANK\', 0))}"}' in out
     assert 'init_process_group("neuron")' in out
 
 
@@ -81,14 +81,14 @@ def test_device_map_dict_keeps_index_expression():
 
 
 def test_skip_comment_on_line():
-    src = 'import torch\nx = torch.zeros(1).cuda()  # neuron-migrate: skip\ny = torch.zeros(1).cuda()\n'
+    src = "import torch\nx = torch.zeros(1).cuda()  # neuron-migrate: skip\ny = torch.zeros(1).cuda()\n"
     out = run(src)
-    assert 'x = torch.zeros(1).cuda()  # neuron-migrate: skip' in out
+    assert "x = torch.zeros(1).cuda()  # neuron-migrate: skip" in out
     assert 'y = torch.zeros(1).to("neuron")' in out
 
 
 def test_skip_file():
-    src = '# neuron-migrate: skip-file\nimport torch\nx = torch.zeros(1).cuda()\n'
+    src = "# neuron-migrate: skip-file\nimport torch\nx = torch.zeros(1).cuda()\n"
     assert migrate_source(src.encode(), "t.py").status == "skipped"
 
 
@@ -113,7 +113,7 @@ def test_library_module_gets_no_shim():
 
 
 def test_select_and_ignore_prefixes():
-    src = 'import torch\nx = torch.zeros(1).cuda()\ntorch.cuda.empty_cache()\n'
+    src = "import torch\nx = torch.zeros(1).cuda()\ntorch.cuda.empty_cache()\n"
     out = run(src, selection=Selection(ignore=("NM104",)))
     assert "torch.cuda.empty_cache()" in out and '.to("neuron")' in out
     out = run(src, selection=Selection(select=("NM1",), ignore=("NM101",)))
@@ -137,8 +137,11 @@ def test_removed_field_reads_follow_the_training_arguments_binding():
     result = migrate_source(src.encode(), "t.py", Options(shim=False))
     assert result.new.decode() == src.replace("not training_args.overwrite_output_dir", "not True").replace(
         "training_args.evaluation_strategy, training_args.no_cuda", "training_args.eval_strategy, training_args.use_cpu"
-    ).replace("tb = ", "# TODO(neuron-migrate NM921): training_args.logging_dir raises AttributeError: transformers 5 "
-              "removed logging_dir; TensorBoard logs go to $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>\ntb = ")
+    ).replace(
+        "tb = ",
+        "# TODO(neuron-migrate NM921): training_args.logging_dir raises AttributeError: transformers 5 "
+        "removed logging_dir; TensorBoard logs go to $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>\ntb = ",
+    )
     assert [w.message for w in result.warnings] == [
         "training_args.overwrite_output_dir now reads True: transformers 5 removed overwrite_output_dir and behaves "
         "as if it were set: the Trainer never refuses a non-empty output_dir and resumes only from resume_from_checkpoint"
@@ -181,8 +184,9 @@ def test_sft_and_grouping_reads():
         "training_args = TrlParser((ScriptArguments, SFTConfig)).parse_args_and_config()[1]\n"
         "if training_args.group_by_length == True:\n    n = training_args.max_seq_length\n"
     )
-    assert run(src) == src.replace("training_args.group_by_length", '(training_args.train_sampling_strategy == "group_by_length")').replace(
-        "training_args.max_seq_length", "training_args.max_length")
+    assert run(src) == src.replace(
+        "training_args.group_by_length", '(training_args.train_sampling_strategy == "group_by_length")'
+    ).replace("training_args.max_seq_length", "training_args.max_length")
 
 
 def test_a_script_whose_only_drift_is_no_cuda_is_not_skipped_by_the_prefilter():
