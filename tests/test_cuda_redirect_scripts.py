@@ -29,7 +29,8 @@ import atexit, os, sys
 import torch
 from neuroncompat.runner import run
 rank = int(os.environ.get("LOCAL_RANK", 0))
-atexit.register(lambda: print("NEURON_PEAK_BYTES", rank, torch.neuron.max_memory_allocated(rank)))
+# one write per line: both ranks share torchrun's stdout, and print() writes the newline apart
+atexit.register(lambda: os.write(1, f"NEURON_PEAK_BYTES {rank} {torch.neuron.max_memory_allocated(rank)}\n".encode()))
 run(sys.argv[1:])
 """
 

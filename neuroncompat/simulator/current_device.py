@@ -2,7 +2,7 @@
 
 On a trn2 each rank calls ``torch.neuron.set_device(local_rank)`` (accelerate and torchrun-aware
 scripts do), and from then on ``"neuron"`` without an index names that core, the way ``"cuda"``
-names the current GPU: ``x.to("neuron")``, ``model.to("neuron")``, ``torch.tensor(data,
+names the current GPU: ``x.to("neuron")``, ``model.to("neuron")``, ``torch.as_tensor(data,
 device="neuron")`` and ``torch.accelerator.current_device_index()`` all mean rank 1's core on
 rank 1. TorchNeuron's documentation does not spell this out; the simulator follows the CUDA device
 (docs/simulator.md).
@@ -12,9 +12,11 @@ Python backend can register (``torch._C._acc.DeviceGuard``) hard-codes ``getDevi
 ``setDevice`` to a no-op and has no ``synchronizeDevice``. So while the simulator is on, the
 entry points that resolve the index that way take the current core from the simulator first:
 
-- ``Tensor.to`` (and with it ``Module.to``), ``torch.tensor`` and ``torch.as_tensor``: an
-  index-less ``neuron`` argument becomes ``neuron:{current}``; factories such as ``torch.ones(...,
+- ``Tensor.to`` (and with it ``Module.to``) and ``torch.as_tensor``: an index-less ``neuron`` argument becomes ``neuron:{current}``; factories such as ``torch.ones(...,
   device="neuron")`` reach the simulator's kernels with the index still unset and need nothing.
+  ``torch.tensor`` is not wrapped: with a wrapper in its place, ``torch.compile`` of a model
+  loaded with ``device_map="neuron"`` failed in Dynamo's fakeification (a storage resized to 0
+  on the Python-defined device), so ``torch.tensor(data, device="neuron")`` lands on core 0.
 - ``torch.accelerator``'s device-index and synchronize bindings (``current_device_index``,
   ``set_device_index``, ``device_index``, ``synchronize``) read and set the simulator's current
   core; ``synchronize`` waits for nothing, since every op has finished on the CPU when it returns.
@@ -107,11 +109,10 @@ def install() -> None:
     if _originals:
         return
     # ``with torch.device(...)`` injects its device into the factories it finds, by identity, in a
-    # cached set built on first use: build it now, so it holds the real ``torch.tensor`` (which
+    # cached set built on first use: build it now, so it holds the real ``torch.as_tensor`` (which
     # the wrapper calls) and not the wrapper (transformers detects a meta-device context that way).
     torch.utils._device._device_constructors()
     _replace(torch.Tensor, "to", _with_device_resolved(torch.Tensor.to, positional=1))  # args[0] is self
-    _replace(torch, "tensor", _with_device_resolved(torch.tensor, positional=None))
     _replace(torch, "as_tensor", _with_device_resolved(torch.as_tensor, positional=2))
     for name, value in _ACCELERATOR.items():
         _replace(torch._C, name, value)
