@@ -30,7 +30,7 @@ import torch
 from neuroncompat.runner import run
 rank = int(os.environ.get("LOCAL_RANK", 0))
 # one write per line: both ranks share torchrun's stdout, and print() writes the newline apart
-atexit.register(lambda: os.write(1, f"NEURON_PEAK_BYTES {rank} {torch.neuron.max_memory_allocated(rank)}\n".encode()))
+atexit.register(lambda: os.write(1, f"NEURON_PEAK_BYTES {rank} {torch.neuron.max_memory_allocated(rank)}\\n".encode()))
 run(sys.argv[1:])
 """
 
@@ -177,7 +177,9 @@ def test_ddp_amp_grad_scaler_under_torchrun_with_two_ranks(run_workdir: Path, tm
     )
     assert migrated.returncode == 0, migrated.stderr
     source = copy.read_text().split('"""', 2)[2]  # the code, without the module docstring
-    assert "torch.cuda" not in source and '"nccl"' not in source and "device_ids" not in source
+    assert "torch.cuda" not in source and '"nccl"' not in source
+    # neuron-migrate keeps DDP's device_ids (with them DDP moves each CPU batch to the rank's core)
+    assert "device_ids=[local_rank]" in source
     assert 'init_process_group("neuron")' in source and 'torch.autocast("neuron", dtype=torch.bfloat16)' in source
 
 
