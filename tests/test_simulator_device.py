@@ -357,7 +357,9 @@ def test_without_a_compiler_the_device_falls_back_to_the_python_guard(tmp_path) 
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["neuron:1", "neuron:1"]
-    assert "needs a C++ compiler" in result.stderr and "torch.Generator(device='neuron') is unavailable" in result.stderr
+    assert (
+        "needs a C++ compiler" in result.stderr and "torch.Generator(device='neuron') is unavailable" in result.stderr
+    )
 
 
 def test_data_ptr_points_into_the_storage_so_safetensors_saves(neuron: object, tmp_path) -> None:

@@ -154,11 +154,11 @@ def _local_world_size() -> int:
 def _autograd_on_calling_thread() -> None:
     """Run backward passes on the calling thread, so they work on every simulated core.
 
-    PyTorch's Python-registered PrivateUse1 device guard reports ``deviceCount() == 1``, and
-    the autograd engine sizes its per-device worker queues from that count at a process's first
-    ``backward()``: a backward touching ``neuron:1`` then hits an INTERNAL ASSERT
-    (engine.cpp ``device_ready_queues_``), as does any neuron backward once a CPU one ran
-    first. With autograd multithreading off the engine uses the calling thread's queue for
+    The autograd engine sizes its per-device worker queues from the device guards' counts at a
+    process's first ``backward()``: a backward touching a core past that count then hits an
+    INTERNAL ASSERT (engine.cpp ``device_ready_queues_``). That happens when a CPU backward ran
+    before the simulator was enabled, when ``enable`` later asks for more cores, and always with
+    the Python fallback guard, which reports one device. With autograd multithreading off the engine uses the calling thread's queue for
     every device (what torch's own multi-threaded process group does). The setting is
     per thread: it covers the thread that enabled the simulator, where scripts, the Trainer
     and ``torchrun`` ranks run their backward passes.

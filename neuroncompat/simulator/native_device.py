@@ -46,9 +46,8 @@ def _cache_dir() -> Path:
 
 
 def _compile_command(output: Path) -> list[str]:
-    from torch.utils import cpp_extension
-
-    torch_lib = Path(torch.__file__).parent / "lib"
+    torch_dir = Path(torch.__file__).parent
+    torch_lib = torch_dir / "lib"
     return [
         os.environ.get("CXX") or "c++",
         "-O2",
@@ -57,7 +56,7 @@ def _compile_command(output: Path) -> list[str]:
         "-shared",
         "-w",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-        *(f"-I{path}" for path in cpp_extension.include_paths()),
+        f"-I{torch_dir / 'include'}",
         str(SOURCE),
         "-o",
         str(output),
@@ -79,8 +78,15 @@ def _library_path() -> Path:
 
 
 def _build(target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.with_suffix(".lock"), "w") as lock:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(target.with_suffix(".lock"), "w")  # held, locked, for the whole build below
+    except OSError as exc:
+        raise NativeDeviceUnavailable(
+            f"cannot write the build of {SOURCE.name} to {target.parent} ({exc}); set NEURONCOMPAT_CACHE_DIR "
+            "to a writable directory"
+        ) from exc
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another rank may be building the same file
         if target.exists():
             return
