@@ -158,8 +158,9 @@ def _autograd_on_calling_thread() -> None:
     process's first ``backward()``: a backward touching a core past that count then hits an
     INTERNAL ASSERT (engine.cpp ``device_ready_queues_``). That happens when a CPU backward ran
     before the simulator was enabled, when ``enable`` later asks for more cores, and always with
-    the Python fallback guard, which reports one device. With autograd multithreading off the engine uses the calling thread's queue for
-    every device (what torch's own multi-threaded process group does). The setting is
+    the Python fallback guard, which reports one device. With autograd multithreading off the
+    engine uses the calling thread's queue for every device (what torch's own multi-threaded
+    process group does). The setting is
     per thread: it covers the thread that enabled the simulator, where scripts, the Trainer
     and ``torchrun`` ranks run their backward passes.
     """
