@@ -250,10 +250,12 @@ def test_index_less_neuron_means_the_current_core(neuron: object) -> None:
         assert torch.ones(2).to(device=torch.device("neuron"), dtype=torch.float16).device.index == 1
         assert torch.ones(2, device="neuron:0").to("neuron").device.index == 1
         assert torch.nn.Linear(2, 2).to("neuron").weight.device.index == 1
-        # torch.tensor is left unwrapped (see neuroncompat/simulator/current_device.py): core 0 here
-        assert torch.tensor([1.0], device="neuron").device.index == 0
+        assert torch.tensor([1.0], device="neuron").device.index == 1
         assert torch.as_tensor([1.0], device="neuron").device.index == 1
         assert torch.ones(2, device="neuron").device.index == 1
+        with torch.device("neuron"):
+            assert torch.tensor([1.0]).device.index == torch.as_tensor([1.0]).device.index == 1
+            assert torch.zeros(1).device.index == 1
         assert torch.accelerator.current_device_index() == 1
         with torch.accelerator.device_index(0):
             assert torch.ones(2).to("neuron").device.index == 0
@@ -267,6 +269,97 @@ def test_index_less_neuron_means_the_current_core(neuron: object) -> None:
             assert torch.tensor([]).device.type == torch.as_tensor([1.0]).device.type == "meta"
     finally:
         torch.neuron.set_device(0)
+
+
+def test_streams_and_events_are_on_the_current_core(neuron: object) -> None:
+    """FSDP2 and accelerate compare a stream's device with the tensor's: rank 1's streams are core 1's."""
+    torch.neuron.set_device(1)
+    try:
+        assert torch.neuron.current_stream().device_index == 1
+        assert torch.accelerator.current_stream().device_index == 1
+        assert torch.Stream(device="neuron").device_index == 1
+        assert torch.neuron.Stream("neuron:0").device_index == 0
+        assert torch.accelerator.current_stream(0).device_index == 0
+        event = torch.Event(device="neuron")
+        event.record(torch.neuron.current_stream())
+        event.synchronize()
+        assert event.query()
+        assert torch.accelerator.device_count() == 2
+    finally:
+        torch.neuron.set_device(0)
+
+
+def test_device_generator_draws_reproducibly_from_its_seed_and_offset(neuron: object) -> None:
+    """``torch.Generator(device="neuron")`` (diffusers' pipelines, samplers): a 16-byte seed+offset state."""
+    torch.neuron.set_device(1)
+    try:
+        gen = torch.Generator(device="neuron")
+    finally:
+        torch.neuron.set_device(0)
+    assert gen.device == torch.device("neuron", 1)
+    assert torch.Generator(device="neuron:0").device == torch.device("neuron", 0)
+    assert gen.initial_seed() != torch.Generator(device="neuron").initial_seed(), "unseeded: a random seed"
+    gen.manual_seed(42)
+    state = gen.get_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    assert state[:8].view(torch.uint64).item() == 42 and state[8:].view(torch.int64).item() == 0
+    first = torch.randn(2, 3, generator=gen, device="neuron:1")
+    assert first.device == torch.device("neuron", 1) and gen.get_offset() == 8  # 6 values, rounded up to 4
+    second = torch.randn(2, 3, generator=gen, device="neuron:1")
+    assert not torch.equal(first.cpu(), second.cpu())
+    gen.set_state(state)
+    assert torch.equal(torch.randn(2, 3, generator=gen, device="neuron:1").cpu(), first.cpu())
+    torch.neuron.manual_seed(42)  # the core's own generator at the same (seed, offset) draws the same values
+    assert torch.equal(torch.randn(2, 3, device="neuron").cpu(), first.cpu())
+    assert torch.equal(gen.clone_state().get_state(), gen.get_state())
+    with pytest.raises(RuntimeError, match="16 bytes"):
+        gen.set_state(torch.zeros(5, dtype=torch.uint8))
+
+
+def test_compiled_code_sees_the_current_core(neuron: object) -> None:
+    """``torch.tensor(..., device="neuron")`` traced by Dynamo, and an empty device tensor as a graph input."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    neuron.reset_compiles()
+
+    @torch.compile(backend="neuron", fullgraph=True)
+    def shift(x: torch.Tensor) -> torch.Tensor:
+        return x + torch.tensor([1.0], device="neuron")
+
+    @torch.compile(backend="neuron", fullgraph=True)
+    def grow(cache: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        return torch.cat([cache, new])  # transformers' DynamicLayer starts from torch.tensor([])
+
+    torch.neuron.set_device(1)
+    try:
+        out = shift(torch.ones(2, device="neuron"))
+        assert out.device == torch.device("neuron", 1) and out.cpu().tolist() == [2.0, 2.0]
+        grown = grow(torch.tensor([], device="neuron"), torch.ones(2, device="neuron"))
+        assert grown.device == torch.device("neuron", 1) and grown.cpu().tolist() == [1.0, 1.0]
+    finally:
+        torch.neuron.set_device(0)
+    assert len(neuron.compiles()) == 2
+
+
+def test_without_a_compiler_the_device_falls_back_to_the_python_guard(tmp_path) -> None:
+    """No C++ compiler: a warning naming what is lost, and the device still works."""
+    result = run_python(
+        """
+        import logging, torch
+        logging.basicConfig(level=logging.WARNING)
+        from neuroncompat import simulator
+        simulator.enable(cores=2)
+        torch.neuron.set_device(1)
+        print(torch.ones(2).to("neuron").device, torch.ones(2, device="neuron").device)
+        """,
+        env={"CXX": str(tmp_path / "no-such-compiler"), "NEURONCOMPAT_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["neuron:1", "neuron:1"]
+    assert (
+        "needs a C++ compiler" in result.stderr and "torch.Generator(device='neuron') is unavailable" in result.stderr
+    )
 
 
 def test_data_ptr_points_into_the_storage_so_safetensors_saves(neuron: object, tmp_path) -> None:

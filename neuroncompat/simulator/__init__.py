@@ -33,6 +33,7 @@ from neuroncompat.simulator import (
     device_module,
     distributed,
     factories,
+    native_device,
     pinned_memory,
     serialization,
     state,
@@ -89,8 +90,7 @@ def register_backend() -> None:
         torch.utils.rename_privateuse1_backend("neuron")
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=False)
     torch._register_device_module("neuron", device_module)
-    torch._C._acc.register_python_privateuseone_hook(_Hooks())
-    torch._C._acc.register_python_privateuseone_device_guard(_Guard())
+    _register_guard_and_hooks()
     aten = torch.library.Library("aten", "IMPL")
     fallback = torch.library.Library("_", "IMPL")
     factories.register(aten)
@@ -99,6 +99,28 @@ def register_backend() -> None:
     compile_backend.register()
     if torch.distributed.is_available():
         distributed.register()
+
+
+def _register_guard_and_hooks() -> None:
+    """PrivateUse1's device guard and hooks: the C++ ones, or where they cannot be built, Python's.
+
+    Only the C++ guard can answer PyTorch's own "which core is current" (``native_device``). The
+    Python fallback is what PyTorch lets a Python backend register: core 0 for every index-less
+    ``neuron`` that PyTorch resolves in C++, which ``current_device`` then corrects where it can.
+    """
+    try:
+        native_device.register()
+    except native_device.NativeDeviceUnavailable as exc:
+        logger.warning(
+            "simulated neuron device: %s. Falling back to PyTorch's Python device guard: "
+            "torch.tensor(..., device='neuron') and streams use core 0 whatever set_device chose, "
+            "and torch.Generator(device='neuron') is unavailable (docs/simulator.md).",
+            exc,
+        )
+        torch._C._acc.register_python_privateuseone_hook(_Hooks())
+        torch._C._acc.register_python_privateuseone_device_guard(_Guard())
+        return
+    state.use_native(native_device.load())
 
 
 def enable(cores: int | None = None) -> None:
@@ -117,7 +139,8 @@ def enable(cores: int | None = None) -> None:
     state.configure(cores, default_device=int(os.environ.get("LOCAL_RANK", 0)) % cores)
     torch_neuronx_stub.install()
     pinned_memory.install()
-    current_device.install()
+    if not native_device.registered():
+        current_device.install()
     serialization.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
@@ -131,12 +154,13 @@ def _local_world_size() -> int:
 def _autograd_on_calling_thread() -> None:
     """Run backward passes on the calling thread, so they work on every simulated core.
 
-    PyTorch's Python-registered PrivateUse1 device guard reports ``deviceCount() == 1``, and
-    the autograd engine sizes its per-device worker queues from that count at a process's first
-    ``backward()``: a backward touching ``neuron:1`` then hits an INTERNAL ASSERT
-    (engine.cpp ``device_ready_queues_``), as does any neuron backward once a CPU one ran
-    first. With autograd multithreading off the engine uses the calling thread's queue for
-    every device (what torch's own multi-threaded process group does). The setting is
+    The autograd engine sizes its per-device worker queues from the device guards' counts at a
+    process's first ``backward()``: a backward touching a core past that count then hits an
+    INTERNAL ASSERT (engine.cpp ``device_ready_queues_``). That happens when a CPU backward ran
+    before the simulator was enabled, when ``enable`` later asks for more cores, and always with
+    the Python fallback guard, which reports one device. With autograd multithreading off the
+    engine uses the calling thread's queue for every device (what torch's own multi-threaded
+    process group does). The setting is
     per thread: it covers the thread that enabled the simulator, where scripts, the Trainer
     and ``torchrun`` ranks run their backward passes.
     """

@@ -1,22 +1,21 @@
-"""An index-less ``neuron`` means the current NeuronCore, as on hardware.
+"""Where the C++ device guard cannot be built: resolve index-less ``neuron`` in Python instead.
 
 On a trn2 each rank calls ``torch.neuron.set_device(local_rank)`` (accelerate and torchrun-aware
 scripts do), and from then on ``"neuron"`` without an index names that core, the way ``"cuda"``
-names the current GPU: ``x.to("neuron")``, ``model.to("neuron")``, ``torch.as_tensor(data,
-device="neuron")`` and ``torch.accelerator.current_device_index()`` all mean rank 1's core on
-rank 1. TorchNeuron's documentation does not spell this out; the simulator follows the CUDA device
-(docs/simulator.md).
-
-PyTorch resolves an index-less device in C++ through the backend's device guard, and the guard a
-Python backend can register (``torch._C._acc.DeviceGuard``) hard-codes ``getDevice()`` to index 0,
-``setDevice`` to a no-op and has no ``synchronizeDevice``. So while the simulator is on, the
+names the current GPU. PyTorch resolves an index-less device in C++ through the backend's device
+guard; the simulator's own C++ guard (``native_device``) answers with the current core, and then
+this module is not installed. It is the fallback for machines without a C++ compiler, where the
+only guard a Python backend can register (``torch._C._acc.DeviceGuard``) hard-codes
+``getDevice()`` to index 0, ``setDevice`` to a no-op and has no ``synchronizeDevice``. Then the
 entry points that resolve the index that way take the current core from the simulator first:
 
-- ``Tensor.to`` (and with it ``Module.to``) and ``torch.as_tensor``: an index-less ``neuron`` argument becomes ``neuron:{current}``; factories such as ``torch.ones(...,
-  device="neuron")`` reach the simulator's kernels with the index still unset and need nothing.
-  ``torch.tensor`` is not wrapped: with a wrapper in its place, ``torch.compile`` of a model
-  loaded with ``device_map="neuron"`` failed in Dynamo's fakeification (a storage resized to 0
-  on the Python-defined device), so ``torch.tensor(data, device="neuron")`` lands on core 0.
+- ``Tensor.to`` (and with it ``Module.to``) and ``torch.as_tensor``: an index-less ``neuron``
+  argument becomes ``neuron:{current}``; factories such as ``torch.ones(..., device="neuron")``
+  reach the simulator's kernels with the index still unset and need nothing. ``torch.tensor`` is
+  not wrapped: the wrapper would live in a file Dynamo skips (``compile_backend`` adds the
+  simulator's files to its skip list), so every ``torch.tensor`` inside compiled code would become
+  a graph break, which the real device does not have. Without the C++ guard,
+  ``torch.tensor(data, device="neuron")`` lands on core 0.
 - ``torch.accelerator``'s device-index and synchronize bindings (``current_device_index``,
   ``set_device_index``, ``device_index``, ``synchronize``) read and set the simulator's current
   core; ``synchronize`` waits for nothing, since every op has finished on the CPU when it returns.

@@ -78,8 +78,23 @@ class CoreGenerator:
 
     def cpu_generator(self) -> torch.Generator:
         """A CPU generator for the next draw, at the current (seed, offset)."""
-        return torch.Generator().manual_seed(_mix(self.seed, self.offset))
+        return cpu_generator_at(self.seed, self.offset)
 
     def advance(self, values: int) -> None:
         """Move past ``values`` drawn values (rounded up to 4, a Philox call's width)."""
-        self.offset += (values + 3) // 4 * 4
+        self.offset = advanced(self.offset, values)
+
+
+def cpu_generator_at(seed: int, offset: int) -> torch.Generator:
+    """The CPU generator that draws the values at (seed, offset) of a neuron random stream.
+
+    Shared by each core's default generator and by ``torch.Generator(device="neuron")`` objects
+    (whose seed and offset the C++ ``native/neuron_device.cpp`` keeps), so the same (seed, offset)
+    gives the same values from either.
+    """
+    return torch.Generator().manual_seed(_mix(seed, offset))
+
+
+def advanced(offset: int, values: int) -> int:
+    """The offset after drawing ``values`` values from ``offset`` (rounded up to 4, a Philox call's width)."""
+    return offset + (values + 3) // 4 * 4

@@ -7,6 +7,7 @@ the PrivateUse1 backend to be renamed only once per process).
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import weakref
 
@@ -20,7 +21,8 @@ CORE_MEMORY_BYTES = 24 * 1024**3
 _enabled = False
 _cores = 0
 _default_device = 0
-_local = threading.local()
+_local = threading.local()  # the current core per thread, without the C++ guard (native_device)
+_native: ctypes.CDLL | None = None  # the C++ guard's library: it keeps the current core instead
 _generators: dict[int, CoreGenerator] = {}
 _lock = threading.Lock()
 # storage key -> [live wrappers, bytes, core]; allocated/peak bytes per core.
@@ -39,6 +41,9 @@ def configure(cores: int, default_device: int = 0) -> None:
     if cores < 1:
         raise ValueError(f"the simulated device needs at least one core, got cores={cores}")
     _enabled, _cores, _default_device = True, cores, default_device
+    if _native is not None:
+        _native.neuroncompat_configure(cores, default_device)
+        _native.neuroncompat_set_available(1)
     for i in range(cores):
         _generators.setdefault(i, CoreGenerator())
         _allocated.setdefault(i, 0)
@@ -48,6 +53,14 @@ def configure(cores: int, default_device: int = 0) -> None:
 def deconfigure() -> None:
     global _enabled
     _enabled = False
+    if _native is not None:
+        _native.neuroncompat_set_available(0)
+
+
+def use_native(library: ctypes.CDLL) -> None:
+    """Keep the current core in the C++ device guard's thread-local, where PyTorch reads it."""
+    global _native
+    _native = library
 
 
 def enabled() -> bool:
@@ -59,12 +72,17 @@ def cores() -> int:
 
 
 def current_device() -> int:
+    if _native is not None:
+        return int(_native.neuroncompat_current_device())
     return getattr(_local, "device", _default_device)
 
 
 def set_current_device(index: int) -> None:
     check_index(index)
-    _local.device = index
+    if _native is not None:
+        _native.neuroncompat_set_current_device(index)
+    else:
+        _local.device = index
 
 
 def check_index(index: int) -> None:

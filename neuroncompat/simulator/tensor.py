@@ -22,7 +22,7 @@ from typing import Any, Protocol, SupportsIndex
 
 import torch
 
-from neuroncompat.simulator import state
+from neuroncompat.simulator import rng, state
 
 _CPU = torch.device("cpu")
 
@@ -304,10 +304,18 @@ def _check_same_device(op: str, seen: list[int], cpu_operands: list[torch.Tensor
 def _run_seeded(func: Callable, info: _OpInfo, index: int, args: Any, kwargs: dict) -> Any:
     """Run a random op from the simulated core's (seed, offset) generator (``simulator.rng``).
 
-    An explicit ``generator=`` is the caller's and is used as given.
+    An explicit ``torch.Generator(device="neuron")`` is drawn from and advanced the same way; any
+    other explicit ``generator=`` is the caller's and is used as given.
     """
-    if info.generator_arg and kwargs.get("generator") is not None:
-        return func(*args, **kwargs)
+    explicit = kwargs.get("generator") if info.generator_arg else None
+    if explicit is not None:
+        if explicit.device.type != "neuron":
+            return func(*args, **kwargs)
+        offset = explicit.get_offset()
+        kwargs["generator"] = rng.cpu_generator_at(explicit.initial_seed(), offset)
+        out = func(*args, **kwargs)
+        explicit.set_offset(rng.advanced(offset, sum(t.numel() for t in _tensors(out))))
+        return out
     core = state.generator(index)
     gen = core.cpu_generator()
     if info.generator_arg:

@@ -1,7 +1,8 @@
 """What a rank sees: its own core for an index-less ``neuron``, and gathers of non-flat tensors.
 
 After ``torch.neuron.set_device(LOCAL_RANK)``, ``.to("neuron")``, ``model.to("neuron")``,
-factories and ``torch.accelerator`` all mean the rank's core, as on a trn2;
+``torch.tensor(..., device="neuron")``, factories (also under ``with torch.device("neuron")``),
+streams, device generators and ``torch.accelerator`` all mean the rank's core, as on a trn2;
 ``torch.accelerator.synchronize()`` returns.
 
 TRL's GRPO/RLOO gather per-completion rewards of shape ``[batch, 1]`` and the RewardTrainer its
@@ -27,8 +28,13 @@ results["index_less"] = {
     "tensor_to": str(torch.ones(2).to("neuron").device),
     "module_to": str(torch.nn.Linear(2, 2).to("neuron").weight.device),
     "factory": str(torch.ones(2, device="neuron").device),
+    "tensor_ctor": str(torch.tensor([1.0], device="neuron").device),
     "accelerator_index": torch.accelerator.current_device_index(),
+    "stream_index": torch.neuron.current_stream().device_index,
+    "generator": str(torch.Generator(device="neuron").device),
 }
+with torch.device("neuron"):
+    results["index_less"]["tensor_ctor_in_device_context"] = str(torch.tensor([1.0]).device)
 torch.accelerator.synchronize()
 reduced = torch.full((2,), rank + 1.0).to("neuron")
 dist.all_reduce(reduced)
