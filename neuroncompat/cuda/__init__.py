@@ -8,9 +8,11 @@ by default: nothing here runs unless asked. Full description: docs/cuda_redirect
 What changes, for **user code** only (:mod:`neuroncompat.cuda.callers` decides by the calling
 file): ``torch.cuda.*`` answers for the NeuronCore (:mod:`.api`), CUDA autocast and GradScaler
 become bf16 autocast and a pass-through scaler (:mod:`.amp`), NCCL and DDP ``device_ids``
-follow (:mod:`.distributed`). CUDA device arguments (``.to("cuda")``, ``.cuda()``,
+follow (:mod:`.distributed`); ``tensor.is_cuda`` (:mod:`.is_cuda`), legacy
+``torch.cuda.FloatTensor``-style types (:mod:`.legacy_types`) and ``torch.backends`` flags (logged,
+:mod:`.backends`). CUDA device arguments (``.to("cuda")``, ``.cuda()``,
 ``device="cuda"``, ``map_location``, ``device_map``) go to the NeuronCore wherever they arrive
-(:mod:`.placement`). torch, transformers, accelerate, TRL and PEFT keep seeing the truth (no
+(:mod:`.placement`); ``torch.Generator(device="cuda")`` is a CPU generator (:mod:`.generator`). torch, transformers, accelerate, TRL and PEFT keep seeing the truth (no
 CUDA), so they take their Neuron paths. Each redirected call site is logged once, with the
 ``neuron-migrate`` rule that makes the change permanent (:mod:`.sites`).
 """
@@ -84,13 +86,17 @@ def redirect() -> None:
             )
         if not neuron_available():
             raise RedirectUnavailable(_unavailable_message())
-        from neuroncompat.cuda import amp, api, distributed, placement
+        from neuroncompat.cuda import amp, api, backends, distributed, generator, is_cuda, legacy_types, placement
 
         patch = _Redirect()
         placement.install(patch)
         api.install(patch)
         amp.install(patch)
         distributed.install(patch)
+        is_cuda.install(patch)
+        generator.install(patch)
+        legacy_types.install(patch)
+        backends.install(patch)
         hooks.when_imported("transformers.modeling_utils", lambda module: _patch_transformers(patch, module))
         sites.write_at_exit()
         _patch = patch

@@ -215,7 +215,9 @@ def test_cuda_autocast_is_bf16_on_neuron_and_scaler_passes_through(redirected: o
 
 
 # -- distributed ----------------------------------------------------------------------------------
-def test_nccl_process_group_and_ddp_device_ids(redirected: object) -> None:
+def test_nccl_process_group_and_ddp_keeps_device_ids(redirected: object) -> None:
+    """DDP keeps ``device_ids`` (as neuron-migrate does): given them, it moves each CPU batch to the
+    rank's NeuronCore; ids naming CUDA are translated to the same core, in the same form."""
     import torch.distributed as dist
     from launch import free_port
     from torch.nn.parallel import DistributedDataParallel
@@ -224,13 +226,41 @@ def test_nccl_process_group_and_ddp_device_ids(redirected: object) -> None:
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     try:
         assert dist.get_backend() == "neuron"
-        model = DistributedDataParallel(torch.nn.Linear(4, 4).cuda(0), device_ids=[0], output_device=0)
-        model(torch.randn(2, 4, device="cuda")).sum().backward()
-        assert model.module.weight.grad.device.type == "neuron"
+        for ids, output in (([0], 0), ([torch.device("cuda", 0)], "cuda:0"), (["cuda"], torch.device("cuda"))):
+            model = DistributedDataParallel(torch.nn.Linear(4, 4).cuda(0), device_ids=ids, output_device=output)
+            assert (model.device_ids, model.output_device) == ([0], 0)
+            out = model(torch.randn(2, 4))  # a CPU batch: DDP moves it to neuron:0
+            assert out.device == torch.device("neuron", 0)
+            out.sum().backward()
+            assert model.module.weight.grad.device.type == "neuron"
     finally:
         dist.destroy_process_group()
     assert {s.rule for s in _logged("init_process_group")} == {"NM401"}
-    assert {s.rule for s in _logged("DistributedDataParallel")} == {"NM402"}
+    ddp = {s.call: s.rule for s in _logged("DistributedDataParallel")}
+    assert ddp == {
+        "DistributedDataParallel(device_ids=torch.device('cuda:0'))": "NM102",
+        "DistributedDataParallel(output_device='cuda:0')": "NM102",
+        "DistributedDataParallel(device_ids='cuda')": "NM102",
+        "DistributedDataParallel(output_device=torch.device('cuda'))": "NM102",
+    }
+
+
+def test_every_logged_rule_is_a_live_neuron_migrate_rule(redirected: object, tmp_path: Path) -> None:
+    """The log's bridge (``neuron-migrate --select ...``) only names rules the codemod has."""
+    from migrate.rule_families import get_rule
+    from neuroncompat.cuda import sites
+
+    torch.cuda.set_device(0)
+    layer = torch.nn.Linear(2, 2).cuda()
+    with torch.cuda.amp.autocast():
+        layer(torch.ones(1, 2).to("cuda"))
+    torch.cuda.amp.GradScaler()
+    torch.cuda.get_device_capability()
+    torch.cuda.is_tf32_supported()
+    torch.cuda.Stream()
+    assert len(sites.entries()) >= 8
+    dead = {s.rule for s in sites.entries() if s.rule is not None and get_rule(s.rule) is None}
+    assert not dead, f"the redirect logs retired neuron-migrate rules: {sorted(dead)}"
 
 
 # -- the log --------------------------------------------------------------------------------------
