@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from types import ModuleType
 
 from neuroncompat import hooks
@@ -36,6 +37,7 @@ logger = logging.getLogger("neuroncompat")
 _lock = threading.Lock()
 _patch: Patch | None = None
 _standing_down = False
+_held: list[Callable[[], None]] | None = None
 
 
 class RedirectUnavailable(RuntimeError):
@@ -139,17 +141,46 @@ def start_from_env(on_neuron: bool) -> None:
 
 
 def _start(torch: ModuleType) -> None:
-    if not _standing_down:
-        redirect()
+    _act(redirect)
 
 
 def _refuse(torch: ModuleType) -> None:
-    if not _standing_down:
-        raise RedirectUnavailable(_unavailable_message())
+    _act(_raise_unavailable)
+
+
+def _raise_unavailable() -> None:
+    raise RedirectUnavailable(_unavailable_message())
+
+
+def _act(action: Callable[[], None]) -> None:
+    if _standing_down:
+        return
+    if _held is not None:
+        _held.append(action)
+        return
+    action()
+
+
+def hold_in_launcher() -> None:
+    """The ``neuroncompat`` CLI imports torch before it knows its subcommand: keep a pending redirect
+    (or refusal) until the subcommand stands it down (:func:`stand_down_in_launcher`) or runs a
+    script in this process (:func:`resume_in_launcher`)."""
+    global _held
+    if _held is None:
+        _held = []
+
+
+def resume_in_launcher() -> None:
+    """``neuroncompat run``: the script runs in this process, so a held redirect starts now."""
+    global _held
+    pending, _held = _held or [], None
+    for action in pending:
+        action()
 
 
 def stand_down_in_launcher() -> None:
     """The ``neuroncompat`` CLI's own process runs no user code (``simulate``, ``doctor``):
     a pending redirect neither refuses nor patches it; the scripts it starts still redirect."""
-    global _standing_down
+    global _standing_down, _held
     _standing_down = True
+    _held = None
