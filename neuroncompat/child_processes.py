@@ -43,4 +43,5 @@ def install() -> None:
     """Make spawned and forkserver children of this process import neuroncompat (idempotent)."""
     current = multiprocessing.spawn.get_preparation_data
     if getattr(current, "__wrapped__", None) is None:
-        multiprocessing.spawn.get_preparation_data = _with_shim(current)
+        # the stubs type the module attribute as the original def; the wrapper has its signature
+        multiprocessing.spawn.get_preparation_data = _with_shim(current)  # type: ignore[assignment]

@@ -37,7 +37,7 @@ def _logging_setattr(original: Callable[[Any, str, Any], None], prefix: str) -> 
 
 def install(patch: Patch) -> None:
     cudnn = type(torch.backends.cudnn)
-    original = cudnn.__dict__.get("__setattr__", types.ModuleType.__setattr__)
+    original = vars(cudnn).get("__setattr__", types.ModuleType.__setattr__)
     patch.replace(cudnn, "__setattr__", _logging_setattr(original, "torch.backends.cudnn"))
     matmul = type(torch.backends.cuda.matmul)
     patch.replace(matmul, "__setattr__", _logging_setattr(matmul.__dict__["__setattr__"], "torch.backends.cuda.matmul"))

@@ -89,7 +89,7 @@ def _stand_in(name: str, dtype: torch.dtype) -> type:
     return _LegacyCudaType(name, (), {**namespace, "__module__": "torch.cuda"})
 
 
-def _legacy_target(value: Any) -> type | None:
+def _legacy_target(value: Any) -> _LegacyCudaType | None:
     """The stand-in ``Tensor.type(value)`` names: the type itself or its name."""
     if isinstance(value, _LegacyCudaType):
         return value
