@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 SCRIPT = """
 import multiprocessing as mp
 import sys
