@@ -1,5 +1,7 @@
 """The ``neuroncompat`` command: ``doctor``, ``run`` and ``simulate`` (the dry run that counts Neuron compilations)."""
 
+# ruff: noqa: E402 (the CUDA redirect is held before the imports below bring torch in: see hold_in_launcher)
+
 from __future__ import annotations
 
 import os
@@ -9,6 +11,10 @@ from pathlib import Path
 import click
 
 import neuroncompat
+from neuroncompat import cuda as cuda_redirect
+
+cuda_redirect.hold_in_launcher()
+
 from neuroncompat import doctor as doctor_report
 from neuroncompat.runner import main as run_script
 from neuroncompat.simulate import github as simulate_github
@@ -46,6 +52,7 @@ def doctor() -> None:
 )
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED, required=True)
 def run(argv: tuple[str, ...]) -> None:
+    cuda_redirect.resume_in_launcher()
     run_script(list(argv))
 
 

@@ -1,4 +1,4 @@
-"""``neuroncompat doctor``: what this machine has, and what the shim does about it."""
+"""``neuroncompat doctor``: what this machine has, what the shim does about it, and the CUDA redirect's state."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import importlib.metadata
 import os
 
 from neuroncompat import shim
+from neuroncompat.cuda import status as redirect_status
 
 _LIBRARIES = ("torch", "torch-neuronx", "torch-xla", "transformers", "trl", "accelerate", "peft", "libcst")
 
@@ -45,6 +46,7 @@ def report() -> list[str]:
 
         lines.append(f"visible NeuronCores: {torch.neuron.device_count()}")  # type: ignore[attr-defined]
         _import_patch_targets()
+    lines.extend(redirect_status.lines(found.kind in ("native", "simulated")))
     lines.append("libraries:")
     lines.extend(f"  {dist:<14} {_version(dist)}" for dist in _LIBRARIES)
     lines.append("patches (NEURONCOMPAT_DISABLE=id,... turns one off):")

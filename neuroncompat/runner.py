@@ -3,7 +3,8 @@
 ``python -m neuroncompat train.py --lr 1e-4`` behaves like ``python train.py --lr 1e-4``:
 ``sys.argv``, ``sys.path[0]``, ``__main__``, exit codes and exceptions are the script's own. The
 package import has already applied the shim, so the script needs no edit; this is also what
-``torchrun --nproc_per_node=N -m neuroncompat train.py`` runs in every rank.
+``torchrun --nproc_per_node=N -m neuroncompat train.py`` runs in every rank. Processes the
+script spawns (``torch.multiprocessing.spawn``) get the shim too (:mod:`neuroncompat.child_processes`).
 
 :func:`main` (the command line) prints an uncaught exception as ``python train.py`` would:
 the frames of this runner and of :mod:`runpy` that sit above the script's own frames are left
@@ -19,7 +20,7 @@ import sys
 import traceback
 from types import TracebackType
 
-from neuroncompat import neuron_missing_hint
+from neuroncompat import child_processes, neuron_missing_hint
 from neuroncompat.simulate import RECORD_ENV
 
 _TOOL_FILES = frozenset(os.path.normcase(os.path.abspath(f)) for f in (__file__, runpy.__file__))
@@ -36,6 +37,7 @@ def run(argv: list[str]) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         raise SystemExit(0 if argv else 2)
+    child_processes.install()
     if argv[0] == "-m":
         if len(argv) < 2:
             print(USAGE, file=sys.stderr)

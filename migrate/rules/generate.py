@@ -53,7 +53,9 @@ RULES: tuple[Rule, ...] = (
         rationale="With a dynamic cache every decode step has a new shape and compiles a new graph. "
         "A static cache keeps one shape, and transformers auto-compiles it for Neuron. Calls that "
         "already choose a cache, or forward `**generation_kwargs` that might, are left alone; "
-        "vLLM engines (`LLM(...).generate`) are not transformers models and are skipped.",
+        "vLLM engines (`LLM(...).generate`) are not transformers models and are skipped, and so are "
+        "calls with two positional arguments (`model.generate(idx, max_new_tokens)`: nanoGPT's and "
+        "minGPT's own sampling loops; transformers' second parameter is `generation_config`).",
         before="out = model.generate(**inputs, max_new_tokens=32)\n",
         after='out = model.generate(**inputs, max_new_tokens=32, cache_implementation="static")\n',
     ),
@@ -200,6 +202,10 @@ def _generate(node: cst.Call, ctx: FileContext) -> cst.Call:
         if arg.keyword is not None and arg.keyword.value in ("generation_config", "past_key_values"):
             return node
     if not node.args:
+        return node
+    # transformers' 2nd parameter is `generation_config`: `model.generate(idx, max_new_tokens, ...)` is a
+    # model's own sampling loop (nanoGPT's sample.py, minGPT), which takes no `cache_implementation`
+    if sum(1 for arg in node.args if arg.keyword is None and not arg.star) > 1:
         return node
     ctx.hit("NM302")
     return add_kwarg(node, "cache_implementation", '"static"')

@@ -8,9 +8,11 @@ by default: nothing here runs unless asked. Full description: docs/cuda_redirect
 What changes, for **user code** only (:mod:`neuroncompat.cuda.callers` decides by the calling
 file): ``torch.cuda.*`` answers for the NeuronCore (:mod:`.api`), CUDA autocast and GradScaler
 become bf16 autocast and a pass-through scaler (:mod:`.amp`), NCCL and DDP ``device_ids``
-follow (:mod:`.distributed`). CUDA device arguments (``.to("cuda")``, ``.cuda()``,
+follow (:mod:`.distributed`); ``tensor.is_cuda`` (:mod:`.is_cuda`), legacy
+``torch.cuda.FloatTensor``-style types (:mod:`.legacy_types`) and ``torch.backends`` flags (logged,
+:mod:`.backends`). CUDA device arguments (``.to("cuda")``, ``.cuda()``,
 ``device="cuda"``, ``map_location``, ``device_map``) go to the NeuronCore wherever they arrive
-(:mod:`.placement`). torch, transformers, accelerate, TRL and PEFT keep seeing the truth (no
+(:mod:`.placement`); ``torch.Generator(device="cuda")`` is a CPU generator (:mod:`.generator`). torch, transformers, accelerate, TRL and PEFT keep seeing the truth (no
 CUDA), so they take their Neuron paths. Each redirected call site is logged once, with the
 ``neuron-migrate`` rule that makes the change permanent (:mod:`.sites`).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from types import ModuleType
 
 from neuroncompat import hooks
@@ -34,6 +37,7 @@ logger = logging.getLogger("neuroncompat")
 _lock = threading.Lock()
 _patch: Patch | None = None
 _standing_down = False
+_held: list[Callable[[], None]] | None = None
 
 
 class RedirectUnavailable(RuntimeError):
@@ -84,13 +88,17 @@ def redirect() -> None:
             )
         if not neuron_available():
             raise RedirectUnavailable(_unavailable_message())
-        from neuroncompat.cuda import amp, api, distributed, placement
+        from neuroncompat.cuda import amp, api, backends, distributed, generator, is_cuda, legacy_types, placement
 
         patch = _Redirect()
         placement.install(patch)
         api.install(patch)
         amp.install(patch)
         distributed.install(patch)
+        is_cuda.install(patch)
+        generator.install(patch)
+        legacy_types.install(patch)
+        backends.install(patch)
         hooks.when_imported("transformers.modeling_utils", lambda module: _patch_transformers(patch, module))
         sites.write_at_exit()
         _patch = patch
@@ -133,17 +141,46 @@ def start_from_env(on_neuron: bool) -> None:
 
 
 def _start(torch: ModuleType) -> None:
-    if not _standing_down:
-        redirect()
+    _act(redirect)
 
 
 def _refuse(torch: ModuleType) -> None:
-    if not _standing_down:
-        raise RedirectUnavailable(_unavailable_message())
+    _act(_raise_unavailable)
+
+
+def _raise_unavailable() -> None:
+    raise RedirectUnavailable(_unavailable_message())
+
+
+def _act(action: Callable[[], None]) -> None:
+    if _standing_down:
+        return
+    if _held is not None:
+        _held.append(action)
+        return
+    action()
+
+
+def hold_in_launcher() -> None:
+    """The ``neuroncompat`` CLI imports torch before it knows its subcommand: keep a pending redirect
+    (or refusal) until the subcommand stands it down (:func:`stand_down_in_launcher`) or runs a
+    script in this process (:func:`resume_in_launcher`)."""
+    global _held
+    if _held is None:
+        _held = []
+
+
+def resume_in_launcher() -> None:
+    """``neuroncompat run``: the script runs in this process, so a held redirect starts now."""
+    global _held
+    pending, _held = _held or [], None
+    for action in pending:
+        action()
 
 
 def stand_down_in_launcher() -> None:
     """The ``neuroncompat`` CLI's own process runs no user code (``simulate``, ``doctor``):
     a pending redirect neither refuses nor patches it; the scripts it starts still redirect."""
-    global _standing_down
+    global _standing_down, _held
     _standing_down = True
+    _held = None

@@ -1,13 +1,16 @@
-"""CUDA distributed setup from user code: NCCL -> the Neuron process group, DDP ids dropped.
+"""CUDA distributed setup from user code: NCCL -> the Neuron process group, DDP's CUDA devices.
 
 - ``init_process_group("nccl")`` (also ``"cuda:nccl"``, ``"cpu:gloo,cuda:nccl"``) -> the backend
   registered for the ``neuron`` device (NM401), from any caller: NCCL cannot exist here.
 - ``torch.distributed.is_nccl_available()`` from user code -> True, since ``"nccl"`` now means
   the Neuron backend (``backend = "nccl" if dist.is_nccl_available() else "gloo"`` would otherwise
   pick gloo, which cannot reduce NeuronCore tensors).
-- ``DistributedDataParallel(model, device_ids=[r], output_device=r)`` from user code ->
-  ``DistributedDataParallel(model)`` (NM402): the model already sits on its rank's NeuronCore,
-  which DDP uses when no ids are given.
+- ``DistributedDataParallel(model, device_ids=[r], output_device=r)`` is kept as written, as
+  ``neuron-migrate`` keeps it: DDP takes its device type from the module's parameters (on
+  ``neuron:r`` after ``.cuda(r)``) and, given ``device_ids``, moves each CPU input batch to
+  ``neuron:r`` before the forward (dropping the ids made the forward mix ``neuron:r`` and CPU
+  tensors). Only ids that name CUDA (``torch.device("cuda", r)``, ``"cuda:r"``, ``"cuda"``) are
+  translated, to the same NeuronCore in the same form (NM102, as the codemod rewrites them).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import torch.distributed as dist
 
 from neuroncompat.cuda import sites
 from neuroncompat.cuda.callers import is_user_frame
+from neuroncompat.cuda.devices import names_cuda, translate
 from neuroncompat.patch import Patch
 from neuroncompat.patches.dist_backend import _translate
 
@@ -60,27 +64,31 @@ def _wrap_is_nccl_available(original: Callable[[], bool]) -> Callable[[], bool]:
     return is_nccl_available
 
 
+def _neuron_ids(device_ids: Any, call: str) -> Any:
+    """``device_ids`` with each CUDA-named entry translated (the list itself when none is)."""
+    if not isinstance(device_ids, (list, tuple)) or not any(names_cuda(d) for d in device_ids):
+        return device_ids
+    return type(device_ids)(translate(d, call, "device_ids", depth=4) if names_cuda(d) else d for d in device_ids)
+
+
 def _wrap_ddp_init(original: Callable[..., None]) -> Callable[..., None]:
     """``device_ids``/``output_device`` are DDP's 2nd and 3rd parameters, positional or keyword."""
 
     @functools.wraps(original)
     def __init__(self: Any, module: Any, *args: Any, **kwargs: Any) -> None:
-        frame = sys._getframe(1)
-        positional = list(args)
-        given: dict[str, Any] = {}
-        for position, key in enumerate(("device_ids", "output_device")):
-            if kwargs.get(key) is not None:
-                given[key] = kwargs[key]
-            elif len(positional) > position and positional[position] is not None:
-                given[key] = positional[position]
-        if given and is_user_frame(frame):
-            shown = ", ".join(f"{k}={v!r}" for k, v in given.items())
-            sites.record(frame, f"DistributedDataParallel(model, {shown})", "DistributedDataParallel(model)", "NM402")
-            for position, key in enumerate(("device_ids", "output_device")):
-                kwargs.pop(key, None)
-                if len(positional) > position:
-                    positional[position] = None
-        original(self, module, *positional, **kwargs)
+        call = "DistributedDataParallel"
+        if args:
+            positional = list(args)
+            positional[0] = _neuron_ids(positional[0], call)
+            if len(positional) > 1 and names_cuda(positional[1]):
+                positional[1] = translate(positional[1], call, "output_device")
+            args = tuple(positional)
+        if kwargs:
+            if "device_ids" in kwargs:
+                kwargs["device_ids"] = _neuron_ids(kwargs["device_ids"], call)
+            if names_cuda(kwargs.get("output_device")):
+                kwargs["output_device"] = translate(kwargs["output_device"], call, "output_device")
+        original(self, module, *args, **kwargs)
 
     return __init__
 

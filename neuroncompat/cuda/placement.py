@@ -9,7 +9,10 @@ Covered entry points (each rule id is the ``neuron-migrate`` rule that rewrites 
   and of ``Tensor.new_*`` (NM102); ``torch.set_default_device("cuda")`` (NM102);
 - ``torch.load(map_location="cuda" | torch.device | {"cuda:1": "cuda:0"})``: loaded on the CPU,
   then its tensors are moved to the NeuronCore (NM102);
-- ``from_pretrained(device_map="cuda" | {"": "cuda:0"} | torch.device)`` (NM105).
+- ``from_pretrained(device_map="cuda" | {"": "cuda:0"} | torch.device)`` (NM105);
+- ``Tensor.pin_memory("cuda")``: pinned for the current accelerator, the NeuronCore (the device
+  argument is deprecated in torch; no rule). ``DataLoader(pin_memory_device="cuda")`` needs
+  nothing: torch ignores it (with a deprecation warning) and pins for the current accelerator.
 
 These translate wherever the argument arrives, user or library code: a CUDA device cannot
 exist here, so the only thing translating changes is a call that would fail, and a ``"cuda"``
@@ -132,6 +135,20 @@ def _wrap_set_default_device(original: Callable[..., Any]) -> Callable[..., Any]
     return set_default_device
 
 
+def _wrap_pin_memory(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``Tensor.pin_memory(<CUDA>)`` -> ``Tensor.pin_memory()``: the current accelerator's pinning."""
+
+    @functools.wraps(original)
+    def pin_memory(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        device = args[0] if args else kwargs.get("device")
+        if device is None or not names_cuda(device):
+            return original(self, *args, **kwargs)
+        sites.record(sys._getframe(1), f"Tensor.pin_memory({device!r})", "Tensor.pin_memory()", None)
+        return original(self)
+
+    return pin_memory
+
+
 def _to_device(value: Any, device: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.to(device)
@@ -227,5 +244,6 @@ def install(patch: Patch) -> None:
         original = getattr(tensor, name, None)
         if original is not None:
             patch.replace(tensor, name, _wrap_device_kwarg(original, f"Tensor.{name}"))
+    patch.replace(tensor, "pin_memory", _wrap_pin_memory(tensor.pin_memory))
     patch.replace(torch, "set_default_device", _wrap_set_default_device(torch.set_default_device))
     patch.replace(torch, "load", _wrap_load(torch.load))

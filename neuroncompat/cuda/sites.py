@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -150,8 +151,13 @@ def write_at_exit() -> None:
         except OSError as exc:
             print(f"neuroncompat: could not write the CUDA redirect log: {exc}", file=sys.stderr)
             path = None
-        # Under `neuroncompat simulate` the report shows the merged log instead.
-        if os.environ.get("RANK", "0") == "0" and not os.environ.get("NEURONCOMPAT_SIMULATE_RECORD"):
+        # Under `neuroncompat simulate` the report shows the merged log instead; a multiprocessing
+        # child (mp.spawn worker) writes its log and leaves the summary to the process that started it.
+        if (
+            os.environ.get("RANK", "0") == "0"
+            and not os.environ.get("NEURONCOMPAT_SIMULATE_RECORD")
+            and multiprocessing.parent_process() is None
+        ):
             print(summary(sites, path), file=sys.stderr)
 
     atexit.register(at_exit)

@@ -195,6 +195,81 @@ def test_library_isinstance_checks_on_cuda_classes_still_work(redirected: object
     assert probe(object()) is False
 
 
+# -- tensor queries, generators, legacy types, backend flags -------------------------------------
+def test_is_cuda_is_true_for_user_code_only(redirected: object) -> None:
+    x = torch.ones(2, device="cuda")
+    assert x.is_cuda and not torch.ones(2).is_cuda
+    probe = _library_function("def probe(x):\n    return x.is_cuda\n", "probe")
+    assert probe(x) is False  # libraries pick CUDA kernels and streams on is_cuda
+    [site] = _logged("Tensor.is_cuda")
+    assert site.rule is None and site.calls == 1
+
+
+def test_cuda_generator_is_a_cpu_generator_and_still_a_generator(redirected: object) -> None:
+    from torch.utils.data import DataLoader
+
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    assert generator.device.type == "cpu"
+    assert isinstance(generator, torch.Generator) and isinstance(torch.default_generator, torch.Generator)
+    assert torch.Generator("cpu").device.type == "cpu"
+    first = torch.randn(3, generator=generator, device="cuda")
+    assert first.device.type == "neuron"
+    assert torch.equal(first.cpu(), torch.randn(3, generator=torch.Generator().manual_seed(0)))
+    order = [int(b) for b in DataLoader(range(6), shuffle=True, generator=torch.Generator(device="cuda"))]
+    assert sorted(order) == list(range(6))
+    assert {s.rule for s in _logged("torch.Generator")} == {"NM102"}
+
+
+def test_legacy_cuda_tensor_types_build_on_neuron(redirected: object) -> None:
+    import numpy as np
+
+    Tensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor  # noqa: N806 (the scripts' name)
+    valid = Tensor(3, 1).fill_(1.0)
+    assert valid.device.type == "neuron" and valid.dtype == torch.float32 and valid.sum().item() == 3.0
+    z = Tensor(np.ones((2, 4)))
+    assert z.device.type == "neuron" and z.shape == (2, 4)
+    labels = torch.cuda.LongTensor([1, 2])
+    assert labels.device.type == "neuron" and labels.dtype == torch.int64
+    assert isinstance(z, torch.cuda.FloatTensor) and not isinstance(z, torch.cuda.LongTensor)
+    assert not isinstance(torch.ones(2), torch.cuda.FloatTensor)
+    moved = torch.ones(2, dtype=torch.int64).type(Tensor)
+    assert moved.device.type == "neuron" and moved.dtype == torch.float32
+    assert torch.ones(2).type("torch.cuda.LongTensor").dtype == torch.int64
+    assert torch.ones(2).type(torch.LongTensor).device.type == "cpu" and torch.ones(2).type() == "torch.FloatTensor"
+    probe = _library_function("def probe(x):\n    return isinstance(x, torch.cuda.FloatTensor)\n", "probe")
+    assert probe(z) is False
+    assert {s.call for s in _logged("torch.cuda.") if s.call.endswith("Tensor(...)")} == {
+        "torch.cuda.FloatTensor(...)",
+        "torch.cuda.LongTensor(...)",
+    }
+
+
+def test_pin_memory_cuda_pins_for_the_neuron_core(redirected: object) -> None:
+    from torch.utils.data import DataLoader
+
+    pinned = torch.arange(3.0).pin_memory("cuda")
+    assert pinned.device.type == "cpu" and pinned.tolist() == [0.0, 1.0, 2.0]
+    assert _logged("Tensor.pin_memory")[0].became == "Tensor.pin_memory()"
+    # torch ignores pin_memory_device (deprecated) and pins for the current accelerator
+    with pytest.warns(UserWarning, match="pin_memory_device is deprecated"):
+        batches = [b.tolist() for b in DataLoader(range(4), batch_size=2, pin_memory=True, pin_memory_device="cuda")]
+    assert batches == [[0, 1], [2, 3]]
+
+
+def test_backend_flags_from_user_code_are_logged_as_no_effect(redirected: object) -> None:
+    before = torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert torch.backends.cudnn.benchmark and torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32 = before
+    calls = {s.call: s for s in _logged("torch.backends.")}
+    assert "torch.backends.cudnn.benchmark = True" in calls
+    assert "torch.backends.cuda.matmul.allow_tf32 = True" in calls
+    assert all(s.rule is None and "no effect on Neuron" in s.became for s in calls.values())
+
+
 # -- AMP ------------------------------------------------------------------------------------------
 def test_cuda_autocast_is_bf16_on_neuron_and_scaler_passes_through(redirected: object) -> None:
     layer = torch.nn.Linear(4, 4).to("cuda")
@@ -215,7 +290,9 @@ def test_cuda_autocast_is_bf16_on_neuron_and_scaler_passes_through(redirected: o
 
 
 # -- distributed ----------------------------------------------------------------------------------
-def test_nccl_process_group_and_ddp_device_ids(redirected: object) -> None:
+def test_nccl_process_group_and_ddp_keeps_device_ids(redirected: object) -> None:
+    """DDP keeps ``device_ids`` (as neuron-migrate does): given them, it moves each CPU batch to the
+    rank's NeuronCore; ids naming CUDA are translated to the same core, in the same form."""
     import torch.distributed as dist
     from launch import free_port
     from torch.nn.parallel import DistributedDataParallel
@@ -224,13 +301,41 @@ def test_nccl_process_group_and_ddp_device_ids(redirected: object) -> None:
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     try:
         assert dist.get_backend() == "neuron"
-        model = DistributedDataParallel(torch.nn.Linear(4, 4).cuda(0), device_ids=[0], output_device=0)
-        model(torch.randn(2, 4, device="cuda")).sum().backward()
-        assert model.module.weight.grad.device.type == "neuron"
+        for ids, output in (([0], 0), ([torch.device("cuda", 0)], "cuda:0"), (["cuda"], torch.device("cuda"))):
+            model = DistributedDataParallel(torch.nn.Linear(4, 4).cuda(0), device_ids=ids, output_device=output)
+            assert (model.device_ids, model.output_device) == ([0], 0)
+            out = model(torch.randn(2, 4))  # a CPU batch: DDP moves it to neuron:0
+            assert out.device == torch.device("neuron", 0)
+            out.sum().backward()
+            assert model.module.weight.grad.device.type == "neuron"
     finally:
         dist.destroy_process_group()
     assert {s.rule for s in _logged("init_process_group")} == {"NM401"}
-    assert {s.rule for s in _logged("DistributedDataParallel")} == {"NM402"}
+    ddp = {s.call: s.rule for s in _logged("DistributedDataParallel")}
+    assert ddp == {
+        "DistributedDataParallel(device_ids=torch.device('cuda:0'))": "NM102",
+        "DistributedDataParallel(output_device='cuda:0')": "NM102",
+        "DistributedDataParallel(device_ids='cuda')": "NM102",
+        "DistributedDataParallel(output_device=torch.device('cuda'))": "NM102",
+    }
+
+
+def test_every_logged_rule_is_a_live_neuron_migrate_rule(redirected: object, tmp_path: Path) -> None:
+    """The log's bridge (``neuron-migrate --select ...``) only names rules the codemod has."""
+    from migrate.rule_families import get_rule
+    from neuroncompat.cuda import sites
+
+    torch.cuda.set_device(0)
+    layer = torch.nn.Linear(2, 2).cuda()
+    with torch.cuda.amp.autocast():
+        layer(torch.ones(1, 2).to("cuda"))
+    torch.cuda.amp.GradScaler()
+    torch.cuda.get_device_capability()
+    torch.cuda.is_tf32_supported()
+    torch.cuda.Stream()
+    assert len(sites.entries()) >= 8
+    dead = {s.rule for s in sites.entries() if s.rule is not None and get_rule(s.rule) is None}
+    assert not dead, f"the redirect logs retired neuron-migrate rules: {sorted(dead)}"
 
 
 # -- the log --------------------------------------------------------------------------------------
