@@ -12,7 +12,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import on
-from migrate.rules.todo_messages import CUDA_ONLY_BLOCK
+from migrate.rules.todo_catalogue import CUDA_ONLY_BLOCK
 
 RULES: tuple[Rule, ...] = (
     Rule(

@@ -34,7 +34,7 @@ from migrate.markers import find_skip
 from migrate.names import dotted
 from migrate.registry import Rule
 from migrate.rules.base import leading_lines, on
-from migrate.rules.legacy_todos import attach, leftover_rule
+from migrate.rules.todo_catalogue import attach, leftover_rule
 
 RULES: tuple[Rule, ...] = ()  # no rules of its own: its hooks prune what the Optimum Neuron and torch_xla families mark
 

@@ -41,7 +41,7 @@ from migrate.rules.legacy import (
     want_import,
     wrap_long,
 )
-from migrate.rules.legacy_todos import flatten, todo
+from migrate.rules.todo_catalogue import flatten, todo
 
 RULES: tuple[Rule, ...] = (
     Rule(

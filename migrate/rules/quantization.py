@@ -27,7 +27,7 @@ from migrate.rules.base import (
     with_string_value,
 )
 from migrate.rules.settings import setting, subscript_key, through
-from migrate.rules.todo_messages import MESSAGES
+from migrate.rules.todo_catalogue import MESSAGES
 
 RULES: tuple[Rule, ...] = (
     Rule(

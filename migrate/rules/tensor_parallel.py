@@ -32,7 +32,7 @@ from migrate.rules.base import (
     with_string_value,
 )
 from migrate.rules.legacy import code, want_import
-from migrate.rules.legacy_todos import todo
+from migrate.rules.todo_catalogue import todo
 
 _TP_KWARGS = ("tp_plan", "tp_size", "device_mesh")
 _TP_FILE = re.compile(r"\b(?:tp_plan|tp_size|device_mesh|distributed_config)\s*=")

@@ -31,7 +31,7 @@ from migrate.rules.base import (
     with_string_value,
 )
 from migrate.rules.legacy import Removal, call_statement, code, family_state, removable, wrap_long
-from migrate.rules.legacy_todos import flatten, todo
+from migrate.rules.todo_catalogue import flatten, todo
 
 RULES: tuple[Rule, ...] = (
     Rule(
