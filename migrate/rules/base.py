@@ -62,6 +62,24 @@ def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
     return None
 
 
+def positional_args(call: cst.Call) -> list[cst.Arg]:
+    """The call's positional arguments in order, leaving out `*args` and `**kwargs` splats.
+
+    A splat fills parameters nobody can name from the source, so "the first positional argument"
+    is never one: `x.cuda(*devices)` has no device argument a rule could rewrite.
+    """
+    return [arg for arg in call.args if arg.keyword is None and not arg.star]
+
+
+def argument(call: cst.Call, position: int, name: str) -> cst.Arg | None:
+    """The argument of parameter `name`: passed as `name=`, else the `position`-th positional one (from 0)."""
+    found = kwarg(call, name)
+    if found is not None:
+        return found
+    positional = positional_args(call)
+    return positional[position] if len(positional) > position else None
+
+
 def has_star_kwargs(call: cst.Call) -> bool:
     """True when the call forwards `**kwargs`, so an absent keyword may still be passed."""
     return any(arg.star == "**" for arg in call.args)
@@ -170,11 +188,10 @@ def option_name(call: cst.Call) -> str | None:
     """For `parser.add_argument("--foo-bar", ...)`, `foo_bar`; else None."""
     if not method_of(call, "add_argument"):
         return None
-    for arg in call.args:
-        if arg.keyword is None and arg.star == "":
-            text = string_value(arg.value)
-            if text and text.startswith("--"):
-                return text[2:].replace("-", "_")
+    for arg in positional_args(call):
+        text = string_value(arg.value)
+        if text and text.startswith("--"):
+            return text[2:].replace("-", "_")
     return None
 
 

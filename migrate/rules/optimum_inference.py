@@ -21,6 +21,7 @@ from migrate.registry import Rule
 from migrate.rules.base import (
     HookResult,
     add_kwarg,
+    argument,
     has_star_kwargs,
     kwarg,
     last_name,
@@ -341,9 +342,8 @@ def _drop_export_kwargs(node: cst.Call) -> cst.Call:
 
 def _pipeline(node: cst.Call, ctx: FileContext) -> cst.Call:
     export = _read_export(node, _Export(), ctx)
-    positional = [a for a in node.args if a.keyword is None and not a.star]
-    task_arg = kwarg(node, "task") or (positional[0] if positional else None)
-    model_arg = kwarg(node, "model") or (positional[1] if len(positional) > 1 else None)
+    task_arg = argument(node, 0, "task")
+    model_arg = argument(node, 1, "model")
     by_name = model_arg is not None and (
         type(model_arg.value) is cst.SimpleString or type(model_arg.value) in (cst.Name, cst.Attribute)
     )

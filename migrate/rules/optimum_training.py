@@ -26,6 +26,7 @@ from migrate.rules.base import (
     leading_lines,
     method_of,
     on,
+    positional_args,
     remove_arg,
     replace_arg,
     statements_of,
@@ -428,7 +429,7 @@ def _parallel_config(node: cst.Call, ctx: FileContext, name: str) -> cst.Call:
 
 def _training_model(node: cst.Call, ctx: FileContext) -> cst.Call:
     """`from_pretrained(model_id, trn_config, ...)`: the config becomes `distributed_config=`."""
-    positional = [a for a in node.args if a.keyword is None and not a.star]
+    positional = positional_args(node)
     if len(positional) < 2 or kwarg(node, "distributed_config") is not None:
         return node
     config = positional[1]
