@@ -292,9 +292,11 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if method_of(node, "cuda") and type(func) is cst.Attribute and ctx.enabled("NM101"):
         if ctx.qualify(func) == "torch.cuda":  # `torch.cuda` the module is not a tensor method
             return node
+        if any(arg.star for arg in node.args):  # `.cuda(*a)`/`.cuda(**kw)`: which device it names is unknown
+            return node
         ctx.hit("NM101")
         args = list(node.args)
-        positional = [a for a in args if a.keyword is None]
+        positional = positional_args(node)
         if positional:
             index = positional[0].value
             target: cst.BaseExpression = (

@@ -259,12 +259,10 @@ def xla_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if qualified == XM + "optimizer_step":
         return _optimizer_step(node, ctx)
     if qualified.startswith(_LOADER) and qualified.rpartition(".")[2] == "MpDeviceLoader" and ctx.enabled("NM605"):
-        return _unwrap_loader(
-            node,
-            ctx,
-            kwarg(node, "loader") or positional_args(node)[0],
-            kwarg(node, "device") or positional_args(node)[1],
-        )
+        loader = argument(node, 0, "loader")
+        if loader is None or has_star_kwargs(node):  # what a splat passes is unknown: the wrapper stays
+            return node
+        return _unwrap_loader(node, ctx, loader, argument(node, 1, "device"))
     if method_of(node, "per_device_loader") and type(node.func.value) is cst.Call:  # type: ignore[attr-defined]
         inner = node.func.value  # type: ignore[attr-defined]
         if ctx.qualify(inner.func) == _LOADER + "ParallelLoader" and ctx.enabled("NM605") and positional_args(inner):
