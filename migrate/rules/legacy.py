@@ -24,12 +24,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import libcst as cst
 
 from migrate.context import FileContext
 from migrate.flow import Candidate
+from migrate.imports import LINE_LENGTH, add_from_imports, add_names, alias_local, alias_name, from_line
 from migrate.markers import find_skip
 from migrate.names import dotted
 from migrate.registry import Rule
@@ -104,27 +105,9 @@ def code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
-@dataclass
-class _ImportState:
-    wanted: dict[str, list[str]] = field(default_factory=dict)  # module -> names to import
-
-
-def want_import(ctx: FileContext, module: str, name: str) -> str:
-    """Ask for `from module import name` next to the rewritten legacy imports; return the local name."""
-    existing = ctx.imports.local_name_for(f"{module}.{name}")
-    if existing is not None:
-        return existing
-    state = family_state(ctx, "legacy-imports", _ImportState)
-    names = state.wanted.setdefault(module, [])
-    if name not in names:
-        names.append(name)
-    return name
-
-
 # ---- layout ---------------------------------------------------------------------------------
 
 _LONG = 80  # a one-line call longer than this is split one argument per line after a rewrite
-_LINE = 88  # black's line length: longer import lines are parenthesized
 
 
 def _line_break(extra: str) -> cst.ParenthesizedWhitespace:
@@ -292,16 +275,6 @@ def references(nodes: Iterable[cst.CSTNode]) -> set[str]:
     return collector.names
 
 
-def _alias_local(alias: cst.ImportAlias) -> str:
-    if alias.asname is not None and type(alias.asname.name) is cst.Name:
-        return alias.asname.name.value
-    return code(alias.name).split(".")[0]
-
-
-def _alias_name(alias: cst.ImportAlias) -> str:
-    return code(alias.name)
-
-
 class _Bindings(cst.CSTVisitor):
     """Local names bound by legacy `from ... import` statements, with their swap."""
 
@@ -316,7 +289,7 @@ class _Bindings(cst.CSTVisitor):
         return not _skipped(node)
 
     def visit_Import(self, node: cst.Import) -> bool:
-        if any(is_legacy(_alias_name(a)) for a in node.names):
+        if any(is_legacy(alias_name(a)) for a in node.names):
             self.legacy = True
         return False
 
@@ -329,14 +302,14 @@ class _Bindings(cst.CSTVisitor):
             return False
         if not is_legacy(module):
             for alias in node.names:
-                self.existing[_alias_local(alias)] = f"{module}.{_alias_name(alias)}"
+                self.existing[alias_local(alias)] = f"{module}.{alias_name(alias)}"
             return False
         self.legacy = True
         for alias in node.names:
-            found = resolve(f"{module}.{_alias_name(alias)}")
+            found = resolve(f"{module}.{alias_name(alias)}")
             if alias.asname is None and found is not None and found.name and self.ctx.enabled(found.rule_id):
-                if found.name != _alias_name(alias):
-                    self.renames[_alias_name(alias)] = found.name
+                if found.name != alias_name(alias):
+                    self.renames[alias_name(alias)] = found.name
         return False
 
 
@@ -351,7 +324,7 @@ class _Rewrite(cst.CSTTransformer):
         self.used = used
         self.candidates = candidates
         self.skip: set[int] = set()  # ids of Name nodes that are not references
-        self.wanted = family_state(ctx, "legacy-imports", _ImportState).wanted
+        self.wanted = ctx.needed_names
         self.header: set[str] = set()
         self.top: set[int] = set()  # ids of module-level statements
         self.merges: dict[int, list[tuple[str, str | None]]] = {}  # existing `from M import` -> names to add
@@ -389,10 +362,10 @@ class _Rewrite(cst.CSTTransformer):
                     statements.setdefault(module, stmt)
                     continue
                 for alias in small.names:
-                    found = resolve(f"{module}.{_alias_name(alias)}")
+                    found = resolve(f"{module}.{alias_name(alias)}")
                     if found is None or not self.ctx.enabled(found.rule_id) or found.module is None or not found.name:
                         continue
-                    local = self.renames.get(_alias_local(alias), _alias_local(alias))
+                    local = self.renames.get(alias_local(alias), alias_local(alias))
                     target = f"{found.module}.{found.name}"
                     if local in self.used and self.existing.get(local) != target:
                         plan.setdefault(found.module, []).append((found.name, None if local == found.name else local))
@@ -403,14 +376,14 @@ class _Rewrite(cst.CSTTransformer):
                     plan.setdefault(module, []).append((name, None))
                     self.existing[name] = f"{module}.{name}"
         if not any(_legacy_from(s) for stmt in body if type(stmt) is cst.SimpleStatementLine for s in stmt.body):
-            return  # nothing to replace at module level: `_leftover_imports` places the wanted ones
+            return  # nothing to replace at module level: `add_from_imports` places the wanted ones
         self.wanted.clear()
         for module, additions in sorted(plan.items()):
             existing = statements.get(module)
             if existing is not None and len(existing.body) == 1:
                 self.merges.setdefault(id(existing), []).extend(additions)
             else:
-                self.emit.append(_from_line(module, additions, False))
+                self.emit.append(from_line(module, additions, False))
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         self.skip.add(id(node.attr))
@@ -446,12 +419,12 @@ class _Rewrite(cst.CSTTransformer):
         if merge is not None:
             small = updated.body[0]
             assert type(small) is cst.ImportFrom
-            added = _add_names(small, merge)
+            added = add_names(small, merge)
             merged = updated.with_changes(body=[added])
-            if small.lpar is None and len(code(merged).strip()) > _LINE:
+            if small.lpar is None and len(code(merged).strip()) > LINE_LENGTH:
                 assert not isinstance(added.names, cst.ImportStar)  # merges go into name lists only
-                names = [(_alias_name(a), _alias_local(a) if a.asname else None) for a in added.names]
-                wrapped = _from_line(dotted(small.module) or "", names, True)  # type: ignore[arg-type]
+                names = [(alias_name(a), alias_local(a) if a.asname else None) for a in added.names]
+                wrapped = from_line(dotted(small.module) or "", names, True)  # type: ignore[arg-type]
                 return wrapped.with_changes(
                     leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace
                 )
@@ -524,8 +497,8 @@ class _Rewrite(cst.CSTTransformer):
         rest: list[cst.ImportAlias] = []
         left: list[str] = []
         for alias in node.names:
-            name = _alias_name(alias)
-            local = _alias_local(alias)
+            name = alias_name(alias)
+            local = alias_local(alias)
             found = resolve(f"{module}.{name}")
             enabled = found is not None and self.ctx.enabled(found.rule_id)
             if found is not None and enabled and found.module is not None and found.name:
@@ -549,7 +522,7 @@ class _Rewrite(cst.CSTTransformer):
             else:
                 rest.append(alias)
         multiline = node.lpar is not None and "\n" in code(node)
-        lines = [_from_line(m, names, multiline) for m, names in sorted(groups.items())]
+        lines = [from_line(m, names, multiline) for m, names in sorted(groups.items())]
         residual = None
         if rest:
             rest[-1] = rest[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
@@ -561,12 +534,12 @@ class _Rewrite(cst.CSTTransformer):
     def _import(self, node: cst.Import) -> tuple[cst.Import | None, list[str]]:
         rest = []
         for alias in node.names:
-            name = _alias_name(alias)
-            if is_legacy(name) and _alias_local(alias) not in self.used and self._drop_unused(name):
+            name = alias_name(alias)
+            if is_legacy(name) and alias_local(alias) not in self.used and self._drop_unused(name):
                 self.ctx.hit(import_rule(name))
             else:
                 rest.append(alias)
-        left = [_alias_name(a) for a in rest if is_legacy(_alias_name(a)) and _alias_local(a) in self.used]
+        left = [alias_name(a) for a in rest if is_legacy(alias_name(a)) and alias_local(a) in self.used]
         if not rest:
             return None, []
         rest[-1] = rest[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
@@ -574,37 +547,6 @@ class _Rewrite(cst.CSTTransformer):
 
     def _drop_unused(self, module: str) -> bool:
         return self.ctx.enabled(import_rule(module))
-
-
-def _add_names(node: cst.ImportFrom, names: list[tuple[str, str | None]]) -> cst.ImportFrom:
-    """Add names to an existing `from M import ...`, in its order (isort's or alphabetical) or at the end."""
-    assert not isinstance(node.names, cst.ImportStar)
-    aliases = list(node.names)
-    keys = [_alias_name(a) for a in aliases]
-    order: Callable[[str], Any] | None = next(
-        (key for key in (_isort_key, str.lower) if keys == sorted(keys, key=key)), None
-    )
-    separator = next(
-        (a.comma for a in aliases if type(a.comma) is cst.Comma), cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    )
-    trailing = aliases[-1].comma
-    aliases = [a.with_changes(comma=separator) for a in aliases]
-    for name, asname in names:
-        new = cst.ImportAlias(
-            name=cst.Name(name), asname=cst.AsName(name=cst.Name(asname)) if asname else None, comma=separator
-        )
-        index = len(aliases)
-        if order is not None:
-            index = next((i for i, a in enumerate(aliases) if order(_alias_name(a)) > order(name)), len(aliases))
-        aliases.insert(index, new)
-    aliases[-1] = aliases[-1].with_changes(comma=trailing)
-    return node.with_changes(names=aliases)
-
-
-def _isort_key(name: str) -> tuple[int, str]:
-    """isort's default order within an import: CONSTANTS, then Classes, then functions."""
-    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
-    return kind, name.lower()
 
 
 def _legacy_from(node: cst.BaseSmallStatement) -> bool:
@@ -626,19 +568,10 @@ def _has_comments(lines: Sequence[cst.EmptyLine]) -> bool:
 
 def _legacy_import(node: cst.BaseSmallStatement) -> bool:
     if type(node) is cst.Import:
-        return any(is_legacy(_alias_name(a)) for a in node.names)
+        return any(is_legacy(alias_name(a)) for a in node.names)
     if type(node) is cst.ImportFrom and node.module is not None and not node.relative:
         return is_legacy(dotted(node.module)) and not isinstance(node.names, cst.ImportStar)
     return False
-
-
-def _from_line(module: str, names: list[tuple[str, str | None]], multiline: bool) -> cst.SimpleStatementLine:
-    """`from module import a, b`, parenthesized one name per line when asked or too long."""
-    parts = [f"{n} as {a}" if a else n for n, a in names]
-    if (multiline or len(f"from {module} import {', '.join(parts)}") > _LINE) and len(parts) > 1:
-        body = "".join(f"    {p},\n" for p in parts)
-        return cst.parse_statement(f"from {module} import (\n{body})\n")  # type: ignore[return-value]
-    return cst.parse_statement(f"from {module} import {', '.join(parts)}\n")  # type: ignore[return-value]
 
 
 @on("Module")
@@ -648,11 +581,11 @@ def legacy_module(node: cst.Module, ctx: FileContext) -> cst.Module:
     if pruned is not None:
         node = node.with_changes(body=[s for s in pruned if not _is_bare_pass(s)])
     if not _MENTION.search(ctx.text):
-        return _leftover_imports(node, ctx)  # a CUDA script's rewrite (NM521) may still want an import
+        return add_from_imports(node, ctx.needed_names)  # a CUDA script's rewrite (NM521) may still want an import
     bindings = _Bindings(ctx)
     node.visit(bindings)
     if not bindings.legacy:
-        return _leftover_imports(node, ctx)
+        return add_from_imports(node, ctx.needed_names)
     referenced = references(node.body)
     used = {bindings.renames.get(n, n) for n in referenced}
     # A module asked for by a rewrite whose statement was removed later (`os` for a rank check
@@ -661,24 +594,4 @@ def legacy_module(node: cst.Module, ctx: FileContext) -> cst.Module:
     candidates = {id(c.node): c for c in ctx.frames[0].candidates}
     rewritten = node.visit(_Rewrite(ctx, bindings, used, candidates))
     assert type(rewritten) is cst.Module
-    return _leftover_imports(rewritten, ctx)
-
-
-def _leftover_imports(module: cst.Module, ctx: FileContext) -> cst.Module:
-    """Imports asked for when no legacy `from` import was there to replace: after the last import."""
-    wanted = family_state(ctx, "legacy-imports", _ImportState).wanted
-    if not wanted:
-        return module
-    lines = [_from_line(m, [(n, None) for n in names], False) for m, names in sorted(wanted.items())]
-    wanted.clear()
-    body = list(module.body)
-    last = max(
-        (
-            i
-            for i, s in enumerate(body)
-            if type(s) is cst.SimpleStatementLine and any(type(x) in (cst.Import, cst.ImportFrom) for x in s.body)
-        ),
-        default=-1,
-    )
-    body[last + 1 : last + 1] = lines
-    return module.with_changes(body=body)
+    return add_from_imports(rewritten, ctx.needed_names)

@@ -39,7 +39,6 @@ from migrate.rules.legacy import (
     removable,
     resolve,
     swap,
-    want_import,
     wrap_long,
 )
 from migrate.rules.todo_catalogue import flatten, todo
@@ -282,7 +281,7 @@ def _native_load(call: cst.Call, export: _Export, ctx: FileContext, rule_id: str
         todo(ctx, "NM917")
     if export.tp is not None and not pipeline:
         if kwarg(call, "distributed_config") is None:
-            config = want_import(ctx, "transformers.distributed", "DistributedConfig")
+            config = ctx.name_ref("transformers.distributed", "DistributedConfig")
             call = add_kwarg(call, "distributed_config", f"{config}(tp_size={code(export.tp)})")
     elif kwarg(call, "device_map") is None and kwarg(call, "device") is None and not has_star_kwargs(call):
         call = add_kwarg(call, "device" if pipeline else "device_map", '"neuron"')

@@ -41,7 +41,6 @@ from migrate.rules.legacy import (
     removable,
     resolve,
     swap,
-    want_import,
     wrap_long,
 )
 from migrate.rules.todo_catalogue import flatten, todo
@@ -471,7 +470,7 @@ def _literal_tp_config(ctx: FileContext) -> cst.BaseExpression | None:
         tp = cst.Integer(literals.pop())
     if _is_one(tp) or not ctx.enabled("NM505"):
         return None
-    func = cst.Name(want_import(ctx, "transformers.distributed", "DistributedConfig"))
+    func = cst.Name(ctx.name_ref("transformers.distributed", "DistributedConfig"))
     return _distributed_config(ctx, tp, func)
 
 
@@ -486,7 +485,7 @@ def optimum_training_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpressio
         return _parallel_config(node, ctx, name)
     if name in ("is_main_worker", "is_logging_process", "is_main_worker_for_metrics") and ctx.enabled("NM508"):
         ctx.hit("NM508")
-        return cst.parse_expression(f"{want_import(ctx, 'accelerate', 'PartialState')}().is_main_process")
+        return cst.parse_expression(f"{ctx.name_ref('accelerate', 'PartialState')}().is_main_process")
     if name == "is_precompilation" and ctx.enabled("NM508"):
         ctx.hit("NM508")
         constant = cst.Name("False")
@@ -600,7 +599,7 @@ def lazy_load(node: cst.With, ctx: FileContext) -> HookResult:
         body = [stmt.visit(loader) for stmt in body]  # type: ignore[misc]
         if loader.sharded:
             config = _distributed_config(
-                ctx, tp.value, cst.Name(want_import(ctx, "transformers.distributed", "DistributedConfig"))
+                ctx, tp.value, cst.Name(ctx.name_ref("transformers.distributed", "DistributedConfig"))
             )
             line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(_CONFIG))], wrap_long(config))])
             body = [
