@@ -22,6 +22,9 @@ from migrate.rules.base import (
     HookResult,
     add_kwarg,
     argument,
+    assignment,
+    code,
+    family_state,
     has_star_kwargs,
     kwarg,
     last_name,
@@ -29,18 +32,10 @@ from migrate.rules.base import (
     on,
     remove_arg,
     string_value,
-)
-from migrate.rules.legacy import (
-    Removal,
-    assignment,
-    code,
-    family_state,
-    is_legacy,
-    removable,
-    resolve,
-    swap,
     wrap_long,
 )
+from migrate.rules.legacy_names import is_legacy, resolve, swap
+from migrate.rules.removal import Removal, removable
 from migrate.rules.todo_catalogue import flatten, todo
 
 RULES: tuple[Rule, ...] = (

@@ -20,7 +20,11 @@ from migrate.registry import Rule
 from migrate.rules.base import (
     HookResult,
     add_kwarg,
+    assignment,
+    call_statement,
     callee_name,
+    code,
+    family_state,
     has_star_kwargs,
     kwarg,
     leading_lines,
@@ -31,18 +35,10 @@ from migrate.rules.base import (
     replace_arg,
     statements_of,
     string_value,
-)
-from migrate.rules.legacy import (
-    Removal,
-    assignment,
-    call_statement,
-    code,
-    family_state,
-    removable,
-    resolve,
-    swap,
     wrap_long,
 )
+from migrate.rules.legacy_names import resolve, swap
+from migrate.rules.removal import Removal, removable
 from migrate.rules.todo_catalogue import flatten, todo
 
 RULES: tuple[Rule, ...] = (

@@ -23,6 +23,7 @@ from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import (
     add_kwarg,
+    code,
     has_star_kwargs,
     kwarg,
     method_of,
@@ -31,7 +32,6 @@ from migrate.rules.base import (
     string_value,
     with_string_value,
 )
-from migrate.rules.legacy import code
 from migrate.rules.todo_catalogue import todo
 
 _TP_KWARGS = ("tp_plan", "tp_size", "device_mesh")

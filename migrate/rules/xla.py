@@ -21,6 +21,9 @@ from migrate.rules.base import (
     HookResult,
     add_kwarg,
     argument,
+    call_statement,
+    code,
+    family_state,
     has_star_kwargs,
     kwarg,
     last_name,
@@ -31,8 +34,9 @@ from migrate.rules.base import (
     replace_arg,
     string_value,
     with_string_value,
+    wrap_long,
 )
-from migrate.rules.legacy import Removal, call_statement, code, family_state, removable, wrap_long
+from migrate.rules.removal import Removal, removable
 from migrate.rules.todo_catalogue import flatten, todo
 
 RULES: tuple[Rule, ...] = (
