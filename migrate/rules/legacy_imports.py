@@ -187,29 +187,8 @@ class _Rewrite(cst.CSTTransformer):
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         merge = self.merges.get(id(original))
         if merge is not None:
-            small = updated.body[0]
-            assert type(small) is cst.ImportFrom
-            added = add_names(small, merge)
-            merged = updated.with_changes(body=[added])
-            if small.lpar is None and len(code(merged).strip()) > LINE_LENGTH:
-                assert not isinstance(added.names, cst.ImportStar)  # merges go into name lists only
-                names = [(alias_name(a), alias_local(a) if a.asname else None) for a in added.names]
-                wrapped = from_line(dotted(small.module) or "", names, True)  # type: ignore[arg-type]
-                return wrapped.with_changes(
-                    leading_lines=updated.leading_lines, trailing_whitespace=updated.trailing_whitespace
-                )
-            return merged
-        star = next(
-            (
-                dotted(s.module)
-                for s in updated.body
-                if type(s) is cst.ImportFrom
-                and s.module is not None
-                and isinstance(s.names, cst.ImportStar)
-                and is_legacy(dotted(s.module))
-            ),
-            None,
-        )
+            return _merge(updated, merge)
+        star = _legacy_star(updated)
         if star is not None:  # the names it binds are unknown: nothing can be swapped
             return self._todo(updated, original, star)
         if skipped(original) or not any(
@@ -317,6 +296,35 @@ class _Rewrite(cst.CSTTransformer):
 
     def _drop_unused(self, module: str) -> bool:
         return self.ctx.enabled(import_rule(module))
+
+
+def _merge(line: cst.SimpleStatementLine, names: list[tuple[str, str | None]]) -> cst.SimpleStatementLine:
+    """The script's own `from M import ...` line with `names` added; parenthesized when it grows too long."""
+    small = line.body[0]
+    assert type(small) is cst.ImportFrom
+    added = add_names(small, names)
+    merged = line.with_changes(body=[added])
+    if small.lpar is None and len(code(merged).strip()) > LINE_LENGTH:
+        assert not isinstance(added.names, cst.ImportStar)  # merges go into name lists only
+        pairs = [(alias_name(a), alias_local(a) if a.asname else None) for a in added.names]
+        wrapped = from_line(dotted(small.module) or "", pairs, True)  # type: ignore[arg-type]
+        return wrapped.with_changes(leading_lines=line.leading_lines, trailing_whitespace=line.trailing_whitespace)
+    return merged
+
+
+def _legacy_star(line: cst.SimpleStatementLine) -> str | None:
+    """The module of a `from <legacy module> import *` on the line, if there is one."""
+    return next(
+        (
+            dotted(s.module)
+            for s in line.body
+            if type(s) is cst.ImportFrom
+            and s.module is not None
+            and isinstance(s.names, cst.ImportStar)
+            and is_legacy(dotted(s.module))
+        ),
+        None,
+    )
 
 
 def _legacy_from(node: cst.BaseSmallStatement) -> bool:
