@@ -10,7 +10,7 @@ passes here add what was asked for, once:
   import fix-up pass, one edit of the module's top after the rules ran).
 - `FileContext.name_ref("transformers.distributed", "DistributedConfig")` queues
   `from transformers.distributed import DistributedConfig`. The legacy import rewrite
-  (`migrate.rules.legacy`) places such names where the replaced Optimum Neuron or
+  (`migrate.rules.legacy_imports`) places such names where the replaced Optimum Neuron or
   torch_xla import stood, or merges them into the script's own `from M import ...` with
   `add_names`; `add_from_imports` puts the rest after the script's last import.
 

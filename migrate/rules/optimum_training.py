@@ -3,7 +3,7 @@
 docs/gaps.md (Optimum Neuron facts) and docs/rules.md (NM5xx), across the three API generations (<=0.0.x,
 0.1-0.3, 0.4.x). optimum-neuron pins transformers 4.57 and imports torch_xla at import time,
 so it cannot be installed next to the native stack: every name is swapped for its native
-class (the import rewrite is `legacy.py`'s), and what only Optimum understood (NxD
+class (the import rewrite is `legacy_imports.py`'s), and what only Optimum understood (NxD
 parallelism fields, ZeRO-1 flags, the custom training models' `trn_config` argument) is
 dropped, moved to a `DistributedConfig`, or marked with an NM91x TODO.
 """
