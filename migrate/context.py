@@ -47,6 +47,7 @@ class FileContext:
     selection: Selection
     frames: list[Frame] = field(default_factory=lambda: [Frame()])
     needed_imports: set[str] = field(default_factory=set)  # top-level modules to import
+    needed_names: dict[str, list[str]] = field(default_factory=dict)  # module -> names to import from it
     vllm_engines: set[str] = field(default_factory=set)  # names bound to vllm.LLM(...)
     flow: GenerateFlow = field(default_factory=GenerateFlow)
     pending: list[Candidate] = field(default_factory=list)  # bound to their node by the transformer
@@ -84,7 +85,8 @@ class FileContext:
         """An expression naming `module` (`torch`, `torch.amp`, `os`) in this file.
 
         Reuses the script's own alias (`import torch as T` -> `T`); otherwise names the module
-        in full and queues an `import <top-level package>` for the import fix-up pass.
+        in full and queues an `import <top-level package>` for the import fix-up pass
+        (`migrate.imports`).
         """
         local = self.imports.local_name_for(module)
         if local is not None:
@@ -95,3 +97,17 @@ class FileContext:
             self.needed_imports.add(head)
             local_head = head
         return cst.parse_expression(f"{local_head}.{rest}" if rest else local_head)
+
+    def name_ref(self, module: str, name: str) -> str:
+        """The local name of `module.name` in this file (`DistributedConfig`).
+
+        Reuses the script's own import of it; otherwise queues `from module import name` for the
+        import passes (`migrate.imports`) and returns `name`.
+        """
+        existing = self.imports.local_name_for(f"{module}.{name}")
+        if existing is not None:
+            return existing
+        names = self.needed_names.setdefault(module, [])
+        if name not in names:
+            names.append(name)
+        return name

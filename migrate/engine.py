@@ -118,11 +118,7 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
     root = ctx.frames[0]
     shim = options.shim and (facts.shim_wanted or (facts.entry_script and (root.hits or transformer.todos_added)))
     if root.hits or transformer.todos_added or shim:
-        wanted: list[str] = []
-        if shim and not _imports_shim(new_module):
-            wanted.append(SHIM)
-        wanted.extend(sorted(ctx.needed_imports))
-        new_module = add_imports(new_module, wanted)
+        new_module = add_imports(new_module, ([SHIM] if shim else []) + sorted(ctx.needed_imports))
     new_bytes = new_module.bytes
     if new_bytes == data:
         return FileResult(path, "unchanged", todos=find_todos(text))
@@ -161,14 +157,3 @@ def _syntax_error(data: bytes, path: str, exc: cst.ParserSyntaxError) -> tuple[s
     except ValueError:
         pass
     return f"{path}:{exc.raw_line}:{exc.raw_column + 1}: syntax error: {exc.message}; file skipped", exc.raw_line
-
-
-def _imports_shim(module: cst.Module) -> bool:
-    for stmt in module.body:
-        if type(stmt) is cst.SimpleStatementLine:
-            for small in stmt.body:
-                if type(small) is cst.Import and any(
-                    type(a.name) is cst.Name and a.name.value == SHIM for a in small.names
-                ):
-                    return True
-    return False

@@ -9,11 +9,12 @@ Each entry is a module with a `RULES` tuple (possibly empty for the shared-hook 
   before those families, which then run after the generic rewrites have already renamed
   `torch_dtype` or `tokenizer=` in the calls they move;
 - `todo` last among the Python hooks, so it sees the final call shapes;
-- `legacy_todos` (NM910-NM920) and `configs.catalog` (NM8xx, applied by the YAML/shell migrators)
-  carry rules only.
+- `todo_catalogue` (the NM901-NM920 TODO texts, whose hooks live in `todo` and the families that
+  detect them) and `configs.catalog` (NM8xx, applied by the YAML/shell migrators) carry rules only.
 
 To add a rule: append a `Rule(...)` (with its fix `safety`, and `safety_reason` when unsafe) to
-its family module's `RULES` and check `ctx.enabled(<id>)` in the hook that applies it; to add a
+its family module's `RULES` and check `ctx.enabled(<id>)` in the hook that applies it; a TODO rule
+is a `Todo(...)` entry of `migrate.rules.todo_catalogue` instead, left by its family's hook with `todo`; to add a
 family: write the module (`RULES` plus `@on` hooks) and list it here. `tests/migrate/test_registry.py`
 pins the rule ids, the unsafe ones and the hook order.
 """
@@ -33,7 +34,6 @@ from migrate.rules import (
     drift,
     generate,
     legacy,
-    legacy_todos,
     optimum_inference,
     optimum_training,
     precision,
@@ -42,6 +42,7 @@ from migrate.rules import (
     static_shapes,
     tensor_parallel,
     todo,
+    todo_catalogue,
     xla,
 )
 from migrate.rules.base import Hook, hooks_of
@@ -64,7 +65,7 @@ RULE_FAMILIES: tuple[ModuleType, ...] = (
     compile_env,
     xla,
     todo,
-    legacy_todos,
+    todo_catalogue,
     catalog,
     cluster_catalog,
     k8s_catalog,

@@ -8,7 +8,7 @@ each through `migrate.dispatch` to check that it yields its `after`.
 from __future__ import annotations
 
 from migrate.registry import Rule
-from migrate.rules.legacy_todos import TP_ADVICE
+from migrate.rules.todo_catalogue import TP_ADVICE
 
 TODO_TEXT = {
     "NM804": "NEURON_RT_VISIBLE_CORES={value} is set at run time: it names NeuronCores, not GPUs (under "

@@ -24,8 +24,8 @@ from migrate.configs.shell_syntax import Command, Word, commands, is_assignment
 from migrate.configs.textfile import migrate_text
 from migrate.engine import FileResult, Options
 from migrate.rules.drift import FIELDS as DRIFT
-from migrate.rules.legacy_todos import MESSAGES as LEGACY_TODOS
 from migrate.rules.optimum_training import ARGUMENT_FIELDS, DROPPED, lost_capability
+from migrate.rules.todo_catalogue import MESSAGES as TODO_MESSAGES
 
 CUDA_ENV, CORES_ENV = "CUDA_VISIBLE_DEVICES", "NEURON_RT_VISIBLE_CORES"
 _EXPANSION = re.compile(r"\$\{?CUDA_VISIBLE_DEVICES\b")
@@ -427,7 +427,7 @@ def _optimum_flag(changes: Changes, command: Command, flag: _Flag, anchor: int) 
         reason = DROPPED[flag.name]
         lost = lost_capability(flag.name, setting)
         if lost is not None:
-            _todo(changes, "NM816", command, f"{shown}: {LEGACY_TODOS[lost]}")
+            _todo(changes, "NM816", command, f"{shown}: {TODO_MESSAGES[lost]}")
     changes.note("NM816", words[flag.first].start, f"removed {shown}: {reason}", anchor=anchor)
 
 

@@ -34,7 +34,7 @@ from migrate.configs.textfile import migrate_text
 from migrate.engine import FileResult, Options
 from migrate.rules.drift import FIELDS as DRIFT
 from migrate.rules.drift import Removed
-from migrate.rules.todo_messages import MESSAGES
+from migrate.rules.todo_catalogue import MESSAGES
 
 ACCELERATE_KEYS = frozenset(
     {

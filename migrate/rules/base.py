@@ -20,6 +20,7 @@ import libcst as cst
 from migrate.context import FileContext
 
 N = TypeVar("N", bound=cst.CSTNode)
+T = TypeVar("T")
 # What a hook returns: the node (changed or not), or libcst's sentinels that remove it or put
 # several statements in its place (the engine stops a node's hooks once its type changes).
 HookResult = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[Any]
@@ -51,6 +52,23 @@ def hooks_of(module: ModuleType) -> list[tuple[str, Hook]]:
     ]
 
 
+# ---- per-file state and source text --------------------------------------------------------
+
+
+def family_state(ctx: FileContext, key: str, factory: Callable[[], T]) -> T:
+    """The per-file state object of one family, created on first use."""
+    if key not in ctx.family_state:
+        ctx.family_state[key] = factory()
+    state = ctx.family_state[key]
+    assert isinstance(state, factory)  # type: ignore[arg-type]
+    return state
+
+
+def code(node: cst.CSTNode) -> str:
+    """The source text of a node."""
+    return cst.Module([]).code_for_node(node)
+
+
 # ---- keyword arguments -------------------------------------------------------------------
 
 
@@ -60,6 +78,24 @@ def kwarg(call: cst.Call, name: str) -> cst.Arg | None:
         if arg.keyword is not None and arg.keyword.value == name:
             return arg
     return None
+
+
+def positional_args(call: cst.Call) -> list[cst.Arg]:
+    """The call's positional arguments in order, leaving out `*args` and `**kwargs` splats.
+
+    A splat fills parameters nobody can name from the source, so "the first positional argument"
+    is never one: `x.cuda(*devices)` has no device argument a rule could rewrite.
+    """
+    return [arg for arg in call.args if arg.keyword is None and not arg.star]
+
+
+def argument(call: cst.Call, position: int, name: str) -> cst.Arg | None:
+    """The argument of parameter `name`: passed as `name=`, else the `position`-th positional one (from 0)."""
+    found = kwarg(call, name)
+    if found is not None:
+        return found
+    positional = positional_args(call)
+    return positional[position] if len(positional) > position else None
 
 
 def has_star_kwargs(call: cst.Call) -> bool:
@@ -120,6 +156,24 @@ def rename_kwarg(call: cst.Call, arg: cst.Arg, new_name: str) -> cst.Call:
     return replace_arg(call, arg, arg.with_changes(keyword=arg.keyword.with_changes(value=new_name)))
 
 
+_LONG = 80  # a one-line call longer than this is split one argument per line after a rewrite
+
+
+def _line_break(extra: str) -> cst.ParenthesizedWhitespace:
+    return cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(newline=cst.Newline()), indent=True, last_line=cst.SimpleWhitespace(extra)
+    )
+
+
+def wrap_long(call: cst.Call) -> cst.Call:
+    """Put a rewritten one-line call that grew long on one argument per line, as black would."""
+    if not call.args or len(code(call)) <= _LONG or "\n" in code(call):
+        return call
+    args = [a.with_changes(comma=cst.Comma(whitespace_after=_line_break("    "))) for a in call.args]
+    args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=_line_break("")))
+    return call.with_changes(args=args, whitespace_before_args=_line_break("    "))
+
+
 # ---- callee shapes -----------------------------------------------------------------------
 
 
@@ -170,11 +224,10 @@ def option_name(call: cst.Call) -> str | None:
     """For `parser.add_argument("--foo-bar", ...)`, `foo_bar`; else None."""
     if not method_of(call, "add_argument"):
         return None
-    for arg in call.args:
-        if arg.keyword is None and arg.star == "":
-            text = string_value(arg.value)
-            if text and text.startswith("--"):
-                return text[2:].replace("-", "_")
+    for arg in positional_args(call):
+        text = string_value(arg.value)
+        if text and text.startswith("--"):
+            return text[2:].replace("-", "_")
     return None
 
 
@@ -201,3 +254,21 @@ def statements_of(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
         return list(suite.body)
     assert isinstance(suite, cst.SimpleStatementSuite)
     return [cst.SimpleStatementLine(body=suite.body, trailing_whitespace=suite.trailing_whitespace)]
+
+
+def call_statement(stmt: cst.BaseStatement) -> cst.Call | None:
+    """The call of a statement that is exactly one call expression (`xm.mark_step()`)."""
+    if type(stmt) is cst.SimpleStatementLine and len(stmt.body) == 1:
+        small = stmt.body[0]
+        if type(small) is cst.Expr and type(small.value) is cst.Call:
+            return small.value
+    return None
+
+
+def assignment(stmt: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None:
+    """`(name, value)` for a statement that is exactly `name = value`."""
+    if type(stmt) is cst.SimpleStatementLine and len(stmt.body) == 1 and type(stmt.body[0]) is cst.Assign:
+        assign = stmt.body[0]
+        if len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name:
+            return assign.targets[0].target.value, assign.value
+    return None

@@ -14,7 +14,7 @@ from migrate.configs.cluster_catalog import CACHE_DOC, NEFF_CACHE_ENV, TODO_TEXT
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import last_name, method_of, on, string_value
-from migrate.rules.legacy_todos import todo
+from migrate.rules.todo_catalogue import todo
 
 MESSAGES = {
     "NEURON_CC_FLAGS": "NEURON_CC_FLAGS still reaches neuronx-cc, but a --cache_dir in it is torch_xla's: set "

@@ -12,7 +12,8 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import on
-from migrate.rules.todo_messages import CUDA_ONLY_BLOCK
+from migrate.rules.references import references
+from migrate.rules.todo_catalogue import CUDA_ONLY_BLOCK
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -160,8 +161,6 @@ def unused_cuda_import(node: cst.Module, ctx: FileContext) -> cst.Module:
     """`from torch import cuda` goes once NM104 rewrote every `cuda.*` use (now `torch.neuron.*`)."""
     if ctx.imports.local_name_for("torch.cuda") is None or not ctx.frames[0].hits.get("NM104"):
         return node
-    from migrate.rules.legacy import references  # the legacy family owns the reference walk
-
     body = list(node.body)
     for index, stmt in enumerate(body):
         if type(stmt) is not cst.SimpleStatementLine or len(stmt.body) != 1:

@@ -24,6 +24,7 @@ from migrate.rules.base import (
     last_name,
     method_of,
     on,
+    positional_args,
     replace_arg,
     string_value,
     with_string_value,
@@ -291,9 +292,11 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if method_of(node, "cuda") and type(func) is cst.Attribute and ctx.enabled("NM101"):
         if ctx.qualify(func) == "torch.cuda":  # `torch.cuda` the module is not a tensor method
             return node
+        if any(arg.star for arg in node.args):  # `.cuda(*a)`/`.cuda(**kw)`: which device it names is unknown
+            return node
         ctx.hit("NM101")
         args = list(node.args)
-        positional = [a for a in args if a.keyword is None]
+        positional = positional_args(node)
         if positional:
             index = positional[0].value
             target: cst.BaseExpression = (
@@ -309,7 +312,7 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             args.insert(0, first)
         return node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
     if method_of(node, "to") or ctx.qualify(func) == "torch.device":
-        positional = [a for a in node.args if a.keyword is None and not a.star]
+        positional = positional_args(node)
         if not positional:
             return node
         arg = positional[0]
@@ -334,7 +337,7 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         and type(func) is cst.Attribute
         and _is_device_side(func.value)
     ):
-        positional = [a for a in node.args if a.keyword is None and not a.star]
+        positional = positional_args(node)
         text = string_value(positional[0].value) if positional else None
         if text is not None and text.startswith("cuda") and type(positional[0].value) is cst.SimpleString:
             ctx.hit("NM103")
@@ -352,7 +355,7 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         if kwarg(node, "device") or kwarg(node, "device_map") or has_star_kwargs(node):
             return node
         model = kwarg(node, "model")
-        positional = [a for a in node.args if a.keyword is None and not a.star]
+        positional = positional_args(node)
         model_value = model.value if model else (positional[1].value if len(positional) > 1 else None)
         if isinstance(model_value, (cst.SimpleString, cst.Name, cst.Attribute)) and _loads_by_name(model_value):
             ctx.hit("NM107")

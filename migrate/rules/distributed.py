@@ -13,7 +13,16 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import callee_name, kwarg, on, remove_arg, replace_arg, string_value, with_string_value
+from migrate.rules.base import (
+    argument,
+    callee_name,
+    kwarg,
+    on,
+    remove_arg,
+    replace_arg,
+    string_value,
+    with_string_value,
+)
 from migrate.rules.settings import setting, through
 
 RULES: tuple[Rule, ...] = (
@@ -55,9 +64,7 @@ setting("NM401", r"backend|dist_backend|distributed_backend|process_group_backen
 def distributed_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     qualified = ctx.qualify(node.func) or ""
     if qualified.endswith("init_process_group") and ctx.enabled("NM401"):
-        backend = kwarg(node, "backend")
-        positional = [a for a in node.args if a.keyword is None and not a.star]
-        arg = backend or (positional[0] if positional else None)
+        arg = argument(node, 0, "backend")
         if arg is not None:
             new = through(_nccl)(arg.value, ctx)
             if new is not None:

@@ -21,8 +21,7 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import callee_name, kwarg, on, remove_arg, rename_kwarg, replace_arg
-from migrate.rules.legacy import family_state
+from migrate.rules.base import callee_name, family_state, kwarg, on, remove_arg, rename_kwarg, replace_arg
 
 _RENAMES = [
     (

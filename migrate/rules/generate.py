@@ -21,6 +21,7 @@ from migrate.rules.base import (
     last_name,
     method_of,
     on,
+    positional_args,
     remove_arg,
     replace_arg,
     string_value,
@@ -98,7 +99,7 @@ def _strip_move(node: cst.BaseExpression) -> cst.BaseExpression | None:
     """`x.to(...)`/`x.cuda(...)` -> `x`; None when the expression is not a device move."""
     if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in ("to", "cuda"):
         if node.func.attr.value == "to":
-            positional = [a for a in node.args if a.keyword is None]
+            positional = positional_args(node)
             if len(node.args) != 1 or not positional or _is_dtype(positional[0].value):
                 return None
         return node.func.value

@@ -21,6 +21,10 @@ from migrate.registry import Rule
 from migrate.rules.base import (
     HookResult,
     add_kwarg,
+    argument,
+    assignment,
+    code,
+    family_state,
     has_star_kwargs,
     kwarg,
     last_name,
@@ -28,20 +32,11 @@ from migrate.rules.base import (
     on,
     remove_arg,
     string_value,
-)
-from migrate.rules.legacy import (
-    Removal,
-    assignment,
-    code,
-    family_state,
-    is_legacy,
-    removable,
-    resolve,
-    swap,
-    want_import,
     wrap_long,
 )
-from migrate.rules.legacy_todos import flatten, todo
+from migrate.rules.legacy_names import is_legacy, resolve, swap
+from migrate.rules.removal import Removal, removable
+from migrate.rules.todo_catalogue import flatten, todo
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -281,7 +276,7 @@ def _native_load(call: cst.Call, export: _Export, ctx: FileContext, rule_id: str
         todo(ctx, "NM917")
     if export.tp is not None and not pipeline:
         if kwarg(call, "distributed_config") is None:
-            config = want_import(ctx, "transformers.distributed", "DistributedConfig")
+            config = ctx.name_ref("transformers.distributed", "DistributedConfig")
             call = add_kwarg(call, "distributed_config", f"{config}(tp_size={code(export.tp)})")
     elif kwarg(call, "device_map") is None and kwarg(call, "device") is None and not has_star_kwargs(call):
         call = add_kwarg(call, "device" if pipeline else "device_map", '"neuron"')
@@ -341,9 +336,8 @@ def _drop_export_kwargs(node: cst.Call) -> cst.Call:
 
 def _pipeline(node: cst.Call, ctx: FileContext) -> cst.Call:
     export = _read_export(node, _Export(), ctx)
-    positional = [a for a in node.args if a.keyword is None and not a.star]
-    task_arg = kwarg(node, "task") or (positional[0] if positional else None)
-    model_arg = kwarg(node, "model") or (positional[1] if len(positional) > 1 else None)
+    task_arg = argument(node, 0, "task")
+    model_arg = argument(node, 1, "model")
     by_name = model_arg is not None and (
         type(model_arg.value) is cst.SimpleString or type(model_arg.value) in (cst.Name, cst.Attribute)
     )

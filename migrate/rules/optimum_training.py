@@ -3,7 +3,7 @@
 docs/gaps.md (Optimum Neuron facts) and docs/rules.md (NM5xx), across the three API generations (<=0.0.x,
 0.1-0.3, 0.4.x). optimum-neuron pins transformers 4.57 and imports torch_xla at import time,
 so it cannot be installed next to the native stack: every name is swapped for its native
-class (the import rewrite is `legacy.py`'s), and what only Optimum understood (NxD
+class (the import rewrite is `legacy_imports.py`'s), and what only Optimum understood (NxD
 parallelism fields, ZeRO-1 flags, the custom training models' `trn_config` argument) is
 dropped, moved to a `DistributedConfig`, or marked with an NM91x TODO.
 """
@@ -20,30 +20,26 @@ from migrate.registry import Rule
 from migrate.rules.base import (
     HookResult,
     add_kwarg,
+    assignment,
+    call_statement,
     callee_name,
+    code,
+    family_state,
     has_star_kwargs,
     kwarg,
     leading_lines,
     method_of,
     on,
+    positional_args,
     remove_arg,
     replace_arg,
     statements_of,
     string_value,
-)
-from migrate.rules.legacy import (
-    Removal,
-    assignment,
-    call_statement,
-    code,
-    family_state,
-    removable,
-    resolve,
-    swap,
-    want_import,
     wrap_long,
 )
-from migrate.rules.legacy_todos import flatten, todo
+from migrate.rules.legacy_names import resolve, swap
+from migrate.rules.removal import Removal, removable
+from migrate.rules.todo_catalogue import flatten, todo
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -428,7 +424,7 @@ def _parallel_config(node: cst.Call, ctx: FileContext, name: str) -> cst.Call:
 
 def _training_model(node: cst.Call, ctx: FileContext) -> cst.Call:
     """`from_pretrained(model_id, trn_config, ...)`: the config becomes `distributed_config=`."""
-    positional = [a for a in node.args if a.keyword is None and not a.star]
+    positional = positional_args(node)
     if len(positional) < 2 or kwarg(node, "distributed_config") is not None:
         return node
     config = positional[1]
@@ -470,7 +466,7 @@ def _literal_tp_config(ctx: FileContext) -> cst.BaseExpression | None:
         tp = cst.Integer(literals.pop())
     if _is_one(tp) or not ctx.enabled("NM505"):
         return None
-    func = cst.Name(want_import(ctx, "transformers.distributed", "DistributedConfig"))
+    func = cst.Name(ctx.name_ref("transformers.distributed", "DistributedConfig"))
     return _distributed_config(ctx, tp, func)
 
 
@@ -485,7 +481,7 @@ def optimum_training_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpressio
         return _parallel_config(node, ctx, name)
     if name in ("is_main_worker", "is_logging_process", "is_main_worker_for_metrics") and ctx.enabled("NM508"):
         ctx.hit("NM508")
-        return cst.parse_expression(f"{want_import(ctx, 'accelerate', 'PartialState')}().is_main_process")
+        return cst.parse_expression(f"{ctx.name_ref('accelerate', 'PartialState')}().is_main_process")
     if name == "is_precompilation" and ctx.enabled("NM508"):
         ctx.hit("NM508")
         constant = cst.Name("False")
@@ -599,7 +595,7 @@ def lazy_load(node: cst.With, ctx: FileContext) -> HookResult:
         body = [stmt.visit(loader) for stmt in body]  # type: ignore[misc]
         if loader.sharded:
             config = _distributed_config(
-                ctx, tp.value, cst.Name(want_import(ctx, "transformers.distributed", "DistributedConfig"))
+                ctx, tp.value, cst.Name(ctx.name_ref("transformers.distributed", "DistributedConfig"))
             )
             line = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(_CONFIG))], wrap_long(config))])
             body = [

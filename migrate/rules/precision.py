@@ -14,11 +14,13 @@ from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import (
     add_kwarg,
+    argument,
     callee_name,
     kwarg,
     matches,
     method_of,
     on,
+    positional_args,
     remove_arg,
     rename_kwarg,
     replace_arg,
@@ -201,9 +203,7 @@ def _autocast(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpre
             if arg.keyword is not None:
                 new = add_kwarg(new, arg.keyword.value, _code(arg.value))
         return new
-    device = kwarg(node, "device_type")
-    positional = [a for a in node.args if a.keyword is None and not a.star]
-    where = device or (positional[0] if positional else None)
+    where = argument(node, 0, "device_type")
     if where is None or string_value(where.value) not in ("cuda", "neuron"):
         return node  # a device variable (`accelerator.device.type`) is already portable
     changed = False
@@ -220,7 +220,7 @@ def _autocast(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpre
 
 
 def _scaler(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpression:
-    positional = [a for a in node.args if a.keyword is None and not a.star]
+    positional = positional_args(node)
     device = kwarg(node, "device")
     if qualified != "torch.cuda.amp.GradScaler":
         value = positional[0].value if positional else (device.value if device else None)

@@ -16,6 +16,7 @@ from migrate.registry import Rule
 from migrate.rules.base import (
     HookResult,
     add_kwarg,
+    argument,
     callee_name,
     has_star_kwargs,
     kwarg,
@@ -27,7 +28,7 @@ from migrate.rules.base import (
     with_string_value,
 )
 from migrate.rules.settings import setting, subscript_key, through
-from migrate.rules.todo_messages import MESSAGES
+from migrate.rules.todo_catalogue import MESSAGES
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -220,8 +221,7 @@ def kbit_preparation(node: cst.SimpleStatementLine, ctx: FileContext) -> HookRes
         "prepare_model_for_int8_training",
     ):
         return node
-    positional = [a for a in value.args if a.keyword is None and not a.star]
-    model_arg = kwarg(value, "model") or (positional[0] if positional else None)
+    model_arg = argument(value, 0, "model")
     if model_arg is None:
         return node
     model = cst.Module([]).code_for_node(model_arg.value)

@@ -12,7 +12,17 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import add_kwarg, callee_name, kwarg, last_name, on, remove_arg, replace_arg, string_value
+from migrate.rules.base import (
+    add_kwarg,
+    argument,
+    callee_name,
+    kwarg,
+    last_name,
+    on,
+    remove_arg,
+    replace_arg,
+    string_value,
+)
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -61,8 +71,7 @@ _CUDA_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 def _train_loader(node: cst.Call, ctx: FileContext) -> bool:
     shuffle = kwarg(node, "shuffle")
-    positional = [a for a in node.args if a.keyword is None and not a.star]
-    dataset = kwarg(node, "dataset") or (positional[0] if positional else None)
+    dataset = argument(node, 0, "dataset")
     name = (last_name(dataset.value) if dataset else None) or ""
     if _EVAL.search(name):
         return False

@@ -23,6 +23,7 @@ from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import (
     add_kwarg,
+    code,
     has_star_kwargs,
     kwarg,
     method_of,
@@ -31,8 +32,7 @@ from migrate.rules.base import (
     string_value,
     with_string_value,
 )
-from migrate.rules.legacy import code, want_import
-from migrate.rules.legacy_todos import todo
+from migrate.rules.todo_catalogue import todo
 
 _TP_KWARGS = ("tp_plan", "tp_size", "device_mesh")
 _TP_FILE = re.compile(r"\b(?:tp_plan|tp_size|device_mesh|distributed_config)\s*=")
@@ -169,7 +169,7 @@ def _distributed_config(node: cst.Call, ctx: FileContext) -> cst.Call:
         if arg is not None and arg.keyword is not None:  # always keyword: found by kwarg()
             keyword = arg.keyword.value
             node = remove_arg(node, next(a for a in node.args if a.keyword and a.keyword.value == keyword))
-    config = want_import(ctx, "transformers.distributed", "DistributedConfig")
+    config = ctx.name_ref("transformers.distributed", "DistributedConfig")
     ctx.hit("NM521")
     return add_kwarg(node, "distributed_config", f"{config}({', '.join(fields)})")
 

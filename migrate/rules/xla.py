@@ -20,18 +20,24 @@ from migrate.registry import Rule
 from migrate.rules.base import (
     HookResult,
     add_kwarg,
+    argument,
+    call_statement,
+    code,
+    family_state,
     has_star_kwargs,
     kwarg,
     last_name,
     method_of,
     on,
+    positional_args,
     remove_arg,
     replace_arg,
     string_value,
     with_string_value,
+    wrap_long,
 )
-from migrate.rules.legacy import Removal, call_statement, code, family_state, removable, wrap_long
-from migrate.rules.legacy_todos import flatten, todo
+from migrate.rules.removal import Removal, removable
+from migrate.rules.todo_catalogue import flatten, todo
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -245,29 +251,28 @@ def _device(ctx: FileContext, index: cst.BaseExpression | None) -> cst.BaseExpre
     return cst.parse_expression(f'{torch}.device("neuron")')
 
 
-def _positional(node: cst.Call) -> list[cst.Arg]:
-    return [a for a in node.args if a.keyword is None and not a.star]
-
-
 @on("Call")
 def xla_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     qualified = ctx.qualify(node.func) or ""
     if qualified in _DEVICE and ctx.enabled("NM602"):
         ctx.hit("NM602")
-        index = kwarg(node, "n") or kwarg(node, "index") or (_positional(node)[0] if _positional(node) else None)
+        index = kwarg(node, "n") or argument(node, 0, "index")
         return _device(ctx, index.value if index is not None else None)
     if qualified == "torch.device" or method_of(node, "to"):
         return _xla_literal(node, ctx)
     if qualified == XM + "optimizer_step":
         return _optimizer_step(node, ctx)
     if qualified.startswith(_LOADER) and qualified.rpartition(".")[2] == "MpDeviceLoader" and ctx.enabled("NM605"):
-        return _unwrap_loader(
-            node, ctx, kwarg(node, "loader") or _positional(node)[0], kwarg(node, "device") or _positional(node)[1]
-        )
+        loader = argument(node, 0, "loader")
+        if loader is None or has_star_kwargs(node):  # what a splat passes is unknown: the wrapper stays
+            return node
+        return _unwrap_loader(node, ctx, loader, argument(node, 1, "device"))
     if method_of(node, "per_device_loader") and type(node.func.value) is cst.Call:  # type: ignore[attr-defined]
         inner = node.func.value  # type: ignore[attr-defined]
-        if ctx.qualify(inner.func) == _LOADER + "ParallelLoader" and ctx.enabled("NM605") and _positional(inner):
-            return _unwrap_loader(node, ctx, _positional(inner)[0], _positional(node)[0] if _positional(node) else None)
+        if ctx.qualify(inner.func) == _LOADER + "ParallelLoader" and ctx.enabled("NM605") and positional_args(inner):
+            return _unwrap_loader(
+                node, ctx, positional_args(inner)[0], positional_args(node)[0] if positional_args(node) else None
+            )
     if qualified.endswith("init_process_group") and ctx.enabled("NM606"):
         return _process_group(node, ctx)
     if qualified in _RANK and ctx.enabled("NM607"):
@@ -298,7 +303,7 @@ def xla_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
 
 def _xla_literal(node: cst.Call, ctx: FileContext) -> cst.Call:
     """`torch.device("xla")`, `x.to("xla")` -> the neuron device."""
-    positional = _positional(node)
+    positional = positional_args(node)
     if not positional or type(positional[0].value) is not cst.SimpleString or not ctx.enabled("NM602"):
         return node
     text = string_value(positional[0].value) or ""
@@ -315,7 +320,7 @@ def _xla_literal(node: cst.Call, ctx: FileContext) -> cst.Call:
 def _optimizer_step(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if _multi_process(ctx) and not _REDUCED.search(ctx.text):
         todo(ctx, "NM916")
-    optimizer = kwarg(node, "optimizer") or (_positional(node)[0] if _positional(node) else None)
+    optimizer = argument(node, 0, "optimizer")
     if optimizer is None or not ctx.enabled("NM604"):
         return node
     ctx.hit("NM604")
@@ -335,7 +340,7 @@ def _unwrap_loader(node: cst.Call, ctx: FileContext, loader: cst.Arg, device: cs
 
 
 def _process_group(node: cst.Call, ctx: FileContext) -> cst.Call:
-    backend = kwarg(node, "backend") or (_positional(node)[0] if _positional(node) else None)
+    backend = argument(node, 0, "backend")
     if backend is None or string_value(backend.value) != "xla":
         return node
     ctx.hit("NM606")
@@ -348,7 +353,7 @@ def _process_group(node: cst.Call, ctx: FileContext) -> cst.Call:
 
 
 def _autocast(node: cst.Call, ctx: FileContext, qualified: str) -> cst.BaseExpression:
-    positional = _positional(node)
+    positional = positional_args(node)
     device = kwarg(node, "device_type") or (positional[0] if positional else None)
     if not ctx.enabled("NM610"):
         return node
@@ -504,7 +509,7 @@ def _all_reduce(
     For one tensor torch_xla returns the reduced copy; assigning it to the same name is the
     in-place native call, to another name copies first. A list is reduced in place.
     """
-    positional = _positional(call)
+    positional = positional_args(call)
     op = kwarg(call, "reduce_type") or (positional[0] if positional else None)
     inputs = kwarg(call, "inputs") or (positional[1] if len(positional) > 1 else None)
     op_name = (
@@ -545,7 +550,7 @@ def _all_reduce(
 
 def _spawn(node: cst.SimpleStatementLine, call: cst.Call, ctx: FileContext) -> HookResult:
     todo(ctx, "NM917")
-    positional = _positional(call)
+    positional = positional_args(call)
     fn = kwarg(call, "fn") or (positional[0] if positional else None)
     args = kwarg(call, "args") or (positional[1] if len(positional) > 1 else None)
     if fn is None or not ctx.enabled("NM608") or has_star_kwargs(call):

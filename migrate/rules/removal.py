@@ -1,0 +1,108 @@
+"""Statements the Optimum Neuron and torch_xla families delete (`xm.mark_step()`), and how they go.
+
+Deleting a statement with `RemoveFromParent` drops the comments above it. So a family registers
+a predicate with `@removable` instead, and the `legacy` hooks prune the marked statements when
+their block is left: their leading lines (comments, TODOs) move to the next statement, an
+assignment stays while something still reads its name, and an `if` that pruning emptied goes
+as a whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrate.context import FileContext
+from migrate.rules.base import family_state, leading_lines
+from migrate.rules.legacy_names import skipped
+from migrate.rules.references import references
+
+
+@dataclass(frozen=True)
+class Removal:
+    """A statement a rule deletes; `binds` is the name it assigns, kept while something reads it."""
+
+    rule_id: str
+    binds: str | None = None
+
+
+Removable = Callable[[cst.BaseStatement, FileContext], "Removal | None"]
+_REMOVABLE: list[Removable] = []
+
+
+def removable(fn: Removable) -> Removable:
+    """Register a predicate that marks whole statements for deletion when their block is left."""
+    _REMOVABLE.append(fn)
+    return fn
+
+
+@dataclass
+class _PruneState:
+    # a `pass` left by pruning, by id -> (that node, held so its id stays unique; the rule that pruned)
+    emptied: dict[int, tuple[cst.SimpleStatementLine, str]] = field(default_factory=dict)
+
+
+def _removal(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
+    for predicate in _REMOVABLE:
+        found = predicate(stmt, ctx)
+        if found is not None and ctx.enabled(found.rule_id):
+            return found
+    if (
+        type(stmt) is cst.If
+        and stmt.orelse is None
+        and type(stmt.body) is cst.IndentedBlock
+        and len(stmt.body.body) == 1
+    ):
+        # `if is_master: print(met.metrics_report())` emptied by pruning goes as a whole
+        state = family_state(ctx, "legacy-prune", _PruneState)
+        emptied = state.emptied.get(id(stmt.body.body[0]))
+        if emptied is not None and not has_comments(leading_lines(stmt.body.body[0])):
+            return Removal(emptied[1])
+    return None
+
+
+def prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.BaseStatement] | None:
+    """`body` without its removable statements, or None when nothing goes."""
+    marks = [_removal(stmt, ctx) for stmt in body]
+    marks = [None if mark is not None and skipped(stmt) else mark for stmt, mark in zip(body, marks)]
+    if not any(marks):
+        return None
+    out: list[cst.BaseStatement] = []
+    carried: list[cst.EmptyLine] = []
+    for index, (stmt, mark) in enumerate(zip(body, marks)):
+        if mark is not None and mark.binds is not None:
+            others = [s for i, s in enumerate(body) if i != index]
+            if mark.binds in references(others):
+                mark = None  # still read later: keep the assignment
+        if mark is None:
+            if carried:
+                stmt = stmt.with_changes(leading_lines=[*carried, *leading_lines(stmt)])
+                carried = []
+            out.append(stmt)
+            continue
+        ctx.hit(mark.rule_id)
+        carried.extend(leading_lines(stmt))
+    if carried and any(line.comment is not None for line in carried):
+        out.append(cst.SimpleStatementLine([cst.Pass()], leading_lines=carried))
+    if not out:
+        empty = cst.SimpleStatementLine([cst.Pass()])
+        state = family_state(ctx, "legacy-prune", _PruneState)
+        state.emptied[id(empty)] = (empty, next(m.rule_id for m in marks if m is not None))
+        out.append(empty)
+    return out
+
+
+def has_comments(lines: Sequence[cst.EmptyLine]) -> bool:
+    return any(line.comment is not None for line in lines)
+
+
+def is_bare_pass(stmt: cst.BaseStatement) -> bool:
+    """A `pass` line with nothing above it: what pruning leaves where a whole body went."""
+    return (
+        type(stmt) is cst.SimpleStatementLine
+        and len(stmt.body) == 1
+        and type(stmt.body[0]) is cst.Pass
+        and not stmt.leading_lines
+    )

@@ -1,0 +1,363 @@
+"""The TODO catalogue: every NM901-NM920 TODO's id, text, examples and fix safety, in one table.
+
+A TODO rule annotates instead of rewriting: `# TODO(neuron-migrate NM9xx): message` goes above
+the statement, the code stays as it is (still valid Python), and the report lists each TODO with
+file:line. A TODO is added once per statement and rule, so reruns are no-ops. The families that
+detect the constructs (`todo` for CUDA-only packages and APIs, `optimum_training`,
+`optimum_inference`, `xla`, `compile_env`, `tensor_parallel`, `quantization`, and the YAML/shell
+migrators) all take their words from here, so each family can leave a TODO without depending on
+another family's hooks. A TODO is emitted whether or not the rewrite next to it is enabled:
+`--select NM912` alone still marks every ZeRO-1 flag.
+
+Fix safety: annotating is safe, except where the TODO also replaces a call that raises without
+CUDA (NM904): the replacement value decides which branch the script takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence, Set
+from dataclasses import dataclass
+from typing import TypeVar
+
+import libcst as cst
+
+from migrate.context import FileContext
+from migrate.markers import TODO_PREFIX
+from migrate.registry import Rule
+from migrate.rules.base import leading_lines
+
+S = TypeVar("S", bound=cst.BaseStatement)
+
+# What replaces Optimum's tensor-parallel degree {n}: NM914 in the script and NM816 on its launch line say the same.
+TP_ADVICE = (
+    "pass distributed_config=DistributedConfig(tp_size={n}, fsdp_size=WORLD_SIZE // {n}) to from_pretrained "
+    "and add --save_only_model"
+)
+# NM903 on an `if torch.cuda.is_available():` block that NM104 leaves guarded by CUDA.
+CUDA_ONLY_BLOCK = (
+    "this block calls torch.cuda.{names} (no Neuron equivalent), so it stays behind the CUDA check "
+    "and is skipped on Neuron; port it to torch.accelerator / torch.neuron to run it there"
+)
+
+
+@dataclass(frozen=True)
+class Todo:
+    """One catalogued TODO: its rule record's fields and the comment's message.
+
+    `after` is the `before` example with `{t}` where the TODO comment line goes; `safety_reason`
+    is set exactly for a TODO whose fix also changes behaviour (the rule is then unsafe).
+    """
+
+    id: str
+    name: str
+    title: str
+    why: str
+    message: str
+    before: str
+    after: str
+    safety_reason: str = ""
+
+    def rule(self) -> Rule:
+        return Rule(
+            id=self.id,
+            name=self.name,
+            summary=f"TODO: {self.title}.",
+            rationale=self.why,
+            before=self.before,
+            after=self.after.replace("{t}", f"{TODO_PREFIX}{self.id}): {self.message}\n"),
+            safety="unsafe" if self.safety_reason else "safe",
+            safety_reason=self.safety_reason,
+            todo=True,
+        )
+
+
+CATALOGUE: tuple[Todo, ...] = (
+    Todo(
+        id="NM901",
+        name="vllm",
+        title="vLLM inference engine",
+        why=(
+            "vLLM's CUDA engine does not run on TorchNeuron and its API (batched prompts, SamplingParams, "
+            "RequestOutput) differs from transformers."
+        ),
+        message='vLLM does not run on Neuron; use model.generate(..., cache_implementation="static") on device_map="neuron"',
+        before="from vllm import LLM, SamplingParams\n",
+        after="{t}from vllm import LLM, SamplingParams\n",
+    ),
+    Todo(
+        id="NM902",
+        name="deepspeed",
+        title="DeepSpeed",
+        why="DeepSpeed has no Neuron accelerator and the accelerate wizard rejects it on Neuron.",
+        message='DeepSpeed does not run on Neuron; ZeRO-3 -> fsdp="full_shard auto_wrap" with fsdp_config={"fsdp_version": 2}, ZeRO-1/2 -> DDP or shard_grad_op',
+        before="import deepspeed\n",
+        after="{t}import deepspeed\n",
+    ),
+    Todo(
+        id="NM903",
+        name="cuda-runtime",
+        title="CUDA streams, events, graphs, nvtx, IPC",
+        why="No Neuron equivalent exists for CUDA streams, events, CUDA graphs, nvtx ranges or CUDA IPC.",
+        message="no Neuron equivalent for this CUDA runtime API; time with time.perf_counter() + torch.accelerator.synchronize()",
+        before="import torch\nstart = torch.cuda.Event(enable_timing=True)\n",
+        after="import torch\n{t}start = torch.cuda.Event(enable_timing=True)\n",
+    ),
+    Todo(
+        id="NM904",
+        name="cuda-capability",
+        title="CUDA compute-capability checks",
+        why=(
+            "`get_device_capability()` has no Neuron meaning and raises without CUDA; bf16 is supported on every "
+            "Trainium generation. The call becomes `(8, 0)` (an Ampere-class answer), so checks such as `major >= "
+            "8` choose bf16; the TODO asks to remove the check."
+        ),
+        message="no compute capability on Neuron: get_device_capability() is now (8, 0), so capability checks take their bf16 path; bf16 is always supported, flash-attention never is",
+        before="import torch\nmajor, _ = torch.cuda.get_device_capability()\n",
+        after="import torch\n{t}major, _ = (8, 0)\n",
+        safety_reason="capability checks now see (8, 0): code gated on major >= 8 takes its Ampere path (bf16)",
+    ),
+    Todo(
+        id="NM905",
+        name="custom-kernels",
+        title="Triton, apex and custom CUDA extensions",
+        why="Triton kernels, apex fused optimizers/amp and `torch.utils.cpp_extension` CUDA builds are CUDA-only.",
+        message="CUDA-only kernels; use torch.optim.AdamW / plain PyTorch ops (NKI for custom kernels)",
+        before="import triton\n",
+        after="{t}import triton\n",
+    ),
+    Todo(
+        id="NM906",
+        name="unsloth",
+        title="Unsloth",
+        why="Unsloth patches transformers/TRL with Triton kernels at import time and needs CUDA.",
+        message="Unsloth needs CUDA; load with AutoModelForCausalLM.from_pretrained(dtype=torch.bfloat16) and peft.get_peft_model",
+        before="from unsloth import FastLanguageModel\n",
+        after="{t}from unsloth import FastLanguageModel\n",
+    ),
+    Todo(
+        id="NM907",
+        name="flash-attn-liger",
+        title="flash-attn and Liger kernels used directly",
+        why=(
+            "The flash-attn package and Liger's Triton kernels are CUDA-only; monkeypatches such as "
+            "`replace_llama_attn_with_flash_attn()` must go."
+        ),
+        message='CUDA-only attention/loss kernels; use attn_implementation="sdpa" and torch.nn.functional.cross_entropy',
+        before="from flash_attn import flash_attn_func\n",
+        after="{t}from flash_attn import flash_attn_func\n",
+    ),
+    Todo(
+        id="NM908",
+        name="quantized-weights",
+        title="bitsandbytes / GPTQ / AWQ quantization",
+        why=(
+            "Quantized kernels are CUDA-only. NM209 loads the model in bf16 instead: weights take about 4x "
+            "(4-bit) or 2x (8-bit) more memory."
+        ),
+        message="bitsandbytes quantization is CUDA-only; the model now loads in bf16 (~4x the 4-bit memory), consider FSDP or more NeuronCores",
+        before="from transformers import BitsAndBytesConfig\nbnb_config = BitsAndBytesConfig(load_in_4bit=True)\n",
+        after="from transformers import BitsAndBytesConfig\n{t}bnb_config = BitsAndBytesConfig(load_in_4bit=True)\n",
+    ),
+    Todo(
+        id="NM909",
+        name="gpu-memory-budget",
+        title="`max_memory={gpu: ...}` budgets",
+        why=(
+            "GPU-indexed memory budgets do not apply to NeuronCores and big-model sharding via device_map does "
+            "not exist on Neuron."
+        ),
+        message="GPU memory budgets do not apply on Neuron; shard with FSDP2 or tensor parallelism instead",
+        before='model = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n',
+        after='{t}model = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n',
+    ),
+    Todo(
+        id="NM910",
+        name="pipeline-parallel",
+        title="pipeline parallelism",
+        why=(
+            "Optimum's `pipeline_parallel_size` split the layers over NeuronCores with NxD. transformers' "
+            "`DistributedConfig(pp_size=)` exists but the Trainer never uses it and FSDP with PP raises, so there "
+            "is no native training path."
+        ),
+        message="pipeline parallelism has no native training path; shard the model with DistributedConfig(tp_size=..., fsdp_size=...) instead",
+        before='from optimum.neuron import NeuronTrainingArguments\nargs = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)\n',
+        after='from optimum.neuron import NeuronTrainingArguments\n{t}args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)\n',
+    ),
+    Todo(
+        id="NM911",
+        name="sequence-parallel",
+        title="sequence-parallel flags",
+        why=(
+            "Optimum enabled sequence parallelism with tensor parallelism by default "
+            "(`disable_sequence_parallel`, `sequence_parallel_enabled`). "
+            "`DistributedConfig.enable_sequence_parallel` is reserved and not wired up in transformers 5.23, so "
+            "activations are no longer sharded along the sequence."
+        ),
+        message="sequence parallelism is not wired up natively (DistributedConfig.enable_sequence_parallel is reserved); activations now take more memory per core",
+        before="from optimum.neuron.models.training import TrainingNeuronConfig\ntrn_config = TrainingNeuronConfig(tensor_parallel_size=8, sequence_parallel_enabled=True)\n",
+        after="from optimum.neuron.models.training import TrainingNeuronConfig\n{t}trn_config = TrainingNeuronConfig(tensor_parallel_size=8, sequence_parallel_enabled=True)\n",
+    ),
+    Todo(
+        id="NM912",
+        name="zero1-master-weights",
+        title="ZeRO-1 with fp32 master weights",
+        why=(
+            "Optimum's ZeRO-1 optimizer (`zero_1`, on by default in 0.4.x) kept fp32 master weights and fp32 "
+            "gradient accumulation for bf16 models, with stochastic rounding. No native flag does this: fp32 "
+            "weights with `bf16=True` (autocast) is closest numerically, bf16 weights closest in memory; "
+            "`fsdp_size` shards optimizer state."
+        ),
+        message="ZeRO-1 fp32 master weights have no native flag: keep fp32 weights with bf16=True (autocast), or accept pure-bf16 updates; fsdp_size shards the optimizer state",
+        before="from optimum.neuron import NeuronAccelerator\naccelerator = NeuronAccelerator(zero_1=True)\n",
+        after="from optimum.neuron import NeuronAccelerator\n{t}accelerator = NeuronAccelerator(zero_1=True)\n",
+    ),
+    Todo(
+        id="NM913",
+        name="inf2-trn1",
+        title="Inf2/Trn1-only scripts",
+        why=(
+            "TorchNeuron supports Trn2 and Trn3 only; AWS keeps PyTorch/XLA for Inf2/Trn1 inference. A script "
+            'compiled for `instance_type="inf2"` or `"trn1"` has no native target there.'
+        ),
+        message="TorchNeuron runs on Trn2/Trn3 only; this targets an Inf2/Trn1 instance: run it on trn2, or keep it on the XLA-based Neuron SDK",
+        before='from optimum.neuron import NeuronModelForCausalLM\ncfg = NeuronModelForCausalLM.get_neuron_config("gpt2", instance_type="inf2")\n',
+        after='from optimum.neuron import NeuronModelForCausalLM\n{t}cfg = NeuronModelForCausalLM.get_neuron_config("gpt2", instance_type="inf2")\n',
+    ),
+    Todo(
+        id="NM914",
+        name="cli-tensor-parallel",
+        title="tensor parallelism chosen on the command line",
+        why=(
+            "`training_args.trn_config` and `training_args.tensor_parallel_size` came from "
+            "`--tensor_parallel_size`, which transformers' `TrainingArguments` rejects. The degree has to be "
+            "passed to `from_pretrained` as a `DistributedConfig`, and the Trainer then needs "
+            "`--save_only_model`."
+        ),
+        message="tensor parallelism came from --tensor_parallel_size, which TrainingArguments rejects: "
+        + TP_ADVICE.format(n="N"),
+        before="from optimum.neuron.models.training import NeuronModelForCausalLM\nmodel = NeuronModelForCausalLM.from_pretrained(model_id, training_args.trn_config)\n",
+        after="from optimum.neuron.models.training import NeuronModelForCausalLM\n{t}model = NeuronModelForCausalLM.from_pretrained(model_id, training_args.trn_config)\n",
+    ),
+    Todo(
+        id="NM915",
+        name="neuron-compiled-model",
+        title="loading an Optimum-exported model",
+        why=(
+            "Without `export=True` (and always in 0.4.x `from_pretrained`) Optimum loads a compiled Neuron model "
+            "directory or Hub repo (NEFF files, NxD shards) that transformers cannot read. TorchNeuron compiles "
+            "at run time from the original checkpoint; the exported directory's `neuron_config.json` names it "
+            "(`checkpoint_id`)."
+        ),
+        message="this loads an Optimum-exported (compiled) Neuron model, which transformers cannot read: point it at the original checkpoint",
+        before='from optimum.neuron import NeuronModelForCausalLM\nmodel = NeuronModelForCausalLM.from_pretrained("llama-neuron-exported")\n',
+        after='from optimum.neuron import NeuronModelForCausalLM\n{t}model = NeuronModelForCausalLM.from_pretrained("llama-neuron-exported")\n',
+    ),
+    Todo(
+        id="NM916",
+        name="xla-gradient-sync",
+        title="`xm.optimizer_step` without DDP/FSDP",
+        why=(
+            "`xm.optimizer_step` all-reduced the gradients across data-parallel replicas before stepping. "
+            "`optimizer.step()` does not: with no DistributedDataParallel or FSDP wrapper the replicas silently "
+            "train apart."
+        ),
+        message="xm.optimizer_step all-reduced gradients across replicas and optimizer.step() does not: wrap the model in DistributedDataParallel (or fully_shard)",
+        before="import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.xla_multiprocessing as xmp\nxm.optimizer_step(optimizer)\n",
+        after="import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.xla_multiprocessing as xmp\n{t}xm.optimizer_step(optimizer)\n",
+    ),
+    Todo(
+        id="NM917",
+        name="torchrun-launch",
+        title="one process per NeuronCore",
+        why=(
+            "`xmp.spawn` started one process per core and Optimum inference split a model over `num_cores` in one "
+            "process. Natively each NeuronCore is one process started by `torchrun`; the script cannot start them "
+            "itself."
+        ),
+        message="one process per NeuronCore now: launch with torchrun --nproc_per_node <cores>",
+        before="import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n",
+        after="import torch_xla.distributed.xla_multiprocessing as xmp\n{t}xmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n",
+    ),
+    Todo(
+        id="NM918",
+        name="torch-xla-api",
+        title="torch_xla APIs with no native rewrite",
+        why=(
+            "SPMD sharding (`xs.mark_sharding`, `Mesh`), XLA FSDP, `mesh_reduce`, debug metrics and other XLA "
+            "internals have no one-to-one native call: DTensor, `torch.distributed.fsdp.fully_shard` and "
+            "`torch.distributed` collectives are the replacements. The torch_xla import stays while they are "
+            "used."
+        ),
+        message="torch_xla is not available with TorchNeuron: port this by hand (SPMD -> DTensor, XLA FSDP -> fully_shard, collectives -> torch.distributed)",
+        before="import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, (0, 1))\n",
+        after="{t}import torch_xla.distributed.spmd as xs\n{t}xs.mark_sharding(t, mesh, (0, 1))\n",
+    ),
+    Todo(
+        id="NM919",
+        name="optimum-api",
+        title="Optimum Neuron APIs with no native rewrite",
+        why=(
+            "Optimum Neuron cannot be installed next to transformers 5 and imports torch_xla, so a name that is "
+            "still used (sentence-transformers wrappers, traced models, checkpoint consolidation, NxD internals) "
+            "has to be ported by hand."
+        ),
+        message="optimum-neuron cannot be installed with transformers 5: port this by hand",
+        before='from optimum.neuron import NeuronTracedModel\nmodel = NeuronTracedModel.from_pretrained("encoder-neuron")\n',
+        after='{t}from optimum.neuron import NeuronTracedModel\n{t}model = NeuronTracedModel.from_pretrained("encoder-neuron")\n',
+    ),
+    Todo(
+        id="NM920",
+        name="xla-bf16-env",
+        title="`XLA_USE_BF16` / `XLA_DOWNCAST_BF16`",
+        why=(
+            "These made torch_xla store every float tensor in bf16 on the device. Natively nothing is cast "
+            "implicitly; the setting is removed and the precision must be chosen explicitly."
+        ),
+        message='XLA_USE_BF16 made every float tensor bf16 and is gone: load or cast the model with dtype=torch.bfloat16, or wrap the forward in torch.autocast("neuron", dtype=torch.bfloat16)',
+        before='import os\nos.environ["XLA_USE_BF16"] = "1"\nmodel = build()\n',
+        after='import os\n{t}os.environ["XLA_USE_BF16"] = "1"\nmodel = build()\n',
+    ),
+)
+
+MESSAGES: dict[str, str] = {entry.id: entry.message for entry in CATALOGUE}
+RULES: tuple[Rule, ...] = tuple(entry.rule() for entry in CATALOGUE)
+
+
+def todo(ctx: FileContext, rule_id: str, message: str | None = None) -> None:
+    """Leave the TODO `rule_id` on the current statement (its own text unless `message` is given)."""
+    if ctx.enabled(rule_id):
+        ctx.todo(rule_id, message or MESSAGES[rule_id])
+
+
+def leftover_rule(module: str) -> str:
+    """The TODO for a legacy name that stays: NM918 for torch_xla, NM919 for Optimum Neuron."""
+    return "NM918" if module.split(".")[0] == "torch_xla" else "NM919"
+
+
+def attach(stmt: S, ctx: FileContext, rule_id: str, header: Set[str] = frozenset(), message: str | None = None) -> S:
+    """Put the TODO `rule_id` above `stmt` directly, once (also not when `header` has it).
+
+    For statements that replace the one a hook ran for (an unwrapped `with`, a rewritten
+    import), whose statement frame no longer owns them.
+    """
+
+    tag = f"{TODO_PREFIX}{rule_id}"
+    present = {line.comment.value.split(")")[0] for line in leading_lines(stmt) if line.comment is not None}
+    if tag in present | set(header) or not ctx.enabled(rule_id):
+        return stmt
+    comment = cst.EmptyLine(comment=cst.Comment(f"{tag}): {message or MESSAGES[rule_id]}"))
+    return stmt.with_changes(leading_lines=[*leading_lines(stmt), comment])
+
+
+def flatten(ctx: FileContext, statements: Sequence[cst.BaseStatement]) -> cst.FlattenSentinel[cst.BaseStatement]:
+    """Several statements in place of the current one, its TODOs on the first of them.
+
+    The engine hands the TODOs of a statement that became several to the enclosing statement
+    (a `def` line, say); they belong above the code they are about.
+    """
+    frame = ctx.frames[-1]
+    first = statements[0]
+    for rule_id, message in frame.todos:
+        first = attach(first, ctx, rule_id, message=message)
+    frame.todos = []
+    return cst.FlattenSentinel([first, *statements[1:]])
