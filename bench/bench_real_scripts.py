@@ -83,7 +83,7 @@ def build_inputs(root: Path) -> dict[str, str]:
         "pref": [{"prompt": a, "chosen": b, "rejected": c} for a, b, c in zip(first, second, third)],
         "kto": [{"prompt": a, "completion": b, "label": i % 2 == 0} for i, (a, b) in enumerate(zip(first, second))],
         "alpaca": [{"instruction": a, "input": "", "output": b} for a, b in zip(first, second)],
-        "prompt": [{"prompt": a} for a in first],
+        "prompt": [{"prompt": [{"role": "user", "content": a}]} for a in first],
     }
     for name, rows in tables.items():
         (data / name).mkdir(parents=True, exist_ok=True)

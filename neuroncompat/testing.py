@@ -269,6 +269,8 @@ def build_glue_mrpc_cache(hf_home: str | Path, rows: int = 64, seed: int = 0) ->
             "idx": Value("int32"),
         }
     )
-    cache_dataset(hf_home, "nyu-mll/glue", "mrpc", {"train": pairs(rows, 0), "validation": pairs(rows // 2, 10)}, features)
+    cache_dataset(
+        hf_home, "nyu-mll/glue", "mrpc", {"train": pairs(rows, 0), "validation": pairs(rows // 2, 10)}, features
+    )
     cache_metric(hf_home, "glue")
     return hf_home
