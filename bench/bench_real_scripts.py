@@ -12,7 +12,9 @@ tokenizer, JSON-lines data sets, and the offline hub cache that accelerate's NLP
   ``accelerate launch --num_processes 2 -m neuroncompat`` (``multi`` in the manifest);
 - ``mig-1`` / ``mig-2``: after ``neuron-migrate --write`` on the extracted copy (which adds
   ``import neuroncompat``), run with plain ``python`` / the launcher;
-- ``cpu-1`` (``--cpu``): the unmodified script without the simulator, as a reference.
+- ``cpu-1``: the unmodified script without the simulator, as a reference;
+- ``report``: ``neuroncompat simulate -- python script.py ...``, the dry-run report (its compile estimate is
+  shown in the error column when the run succeeds).
 
 Each run is reported with its exit code, wall time, the graphs the ``neuron`` compile backend was given
 (summed over ranks), and the device its tensors lived on: a probe loaded at interpreter start
@@ -123,6 +125,9 @@ def extract(snapshots: Path, entry: dict, dest: Path) -> Path:
 
 def command(entry: dict, variant: str, script: Path, args: list[str]) -> list[str]:
     """The command line a user types for this variant."""
+    if variant == "report":
+        simulate = [sys.executable, "-c", "from neuroncompat.cli import main; main()", "simulate", "--"]
+        return [*simulate, sys.executable, str(script), *args]
     shim = [] if variant.startswith("mig") or variant == "cpu-1" else ["-m", "neuroncompat"]
     if variant.endswith("-1"):
         return [sys.executable, *shim, str(script), *args]
@@ -177,6 +182,9 @@ def run_one(entry: dict, variant: str, snapshots: Path, inputs: dict[str, str], 
     row["device"] = "neuron:" + ",".join(map(str, sorted(cores))) if cores else "cpu"
     errors = [line for line in log.splitlines() if "Error" in line or "error:" in line]
     row["tail"] = (errors[-1] if errors and rc != "0" else "").strip()[:200]
+    if variant == "report":  # the dry-run report's own estimate, in place of an error line
+        estimate = [line for line in log.splitlines() if line.startswith("estimated Neuron compilation")]
+        row["tail"] = row["tail"] or (estimate[-1] if estimate else "no report printed")
     (work / "log.txt").write_text(log)
     row["log"] = str(work / "log.txt")
     return row
@@ -186,7 +194,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--snapshots", type=Path, required=True, help="directory of fetched repository snapshots")
     parser.add_argument("--only", default="", help="comma-separated manifest ids (default: all)")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {VARIANTS} + cpu-1")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {VARIANTS}, cpu-1, report")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per run before it counts as a hang")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     options = parser.parse_args()

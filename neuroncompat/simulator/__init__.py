@@ -35,6 +35,7 @@ from neuroncompat.simulator import (
     factories,
     pinned_memory,
     serialization,
+    set_data,
     state,
     torch_neuronx_stub,
 )
@@ -119,6 +120,7 @@ def enable(cores: int | None = None) -> None:
     pinned_memory.install()
     current_device.install()
     serialization.install()
+    set_data.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
 
@@ -154,6 +156,7 @@ def disable() -> None:
     pinned_memory.uninstall()
     current_device.uninstall()
     serialization.uninstall()
+    set_data.uninstall()
     clear_availability_caches()
 
 
