@@ -320,6 +320,23 @@ def test_dispatch_model_stands_down(
     assert big_modeling.dispatch_model is dispatch_model and accelerate.dispatch_model is dispatch_model
 
 
+def test_safetensors_load_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from accelerate import checkpointing
+
+    def load_accelerator_state(input_dir: str, models: list, *args: Any, **kwargs: Any) -> dict:
+        """accelerate that reads safetensors weights on the CPU whatever the map location."""
+        for model in models:
+            checkpointing.load_model(model, f"{input_dir}/model.safetensors", device="cpu")
+        return {}
+
+    monkeypatch.setattr(checkpointing, "load_accelerator_state", load_accelerator_state)
+    upstream = checkpointing.load_model
+    _assert_stands_down(shim, "safetensors_load", caplog)
+    assert checkpointing.load_model is upstream
+
+
 def test_trl_config_stands_down(
     shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -237,8 +237,9 @@ def test_accelerate_save_load_state_and_trainer_resume_restore_weights_exactly(w
         assert r["device"] == f"neuron:{rank}"
         assert r["load_state_exact"], "accelerate load_state must restore the saved weights bit for bit"
         assert r["resume_exact"], "resume_from_checkpoint must end where the uninterrupted run ends"
-        # Faithful to hardware: safetensors' Rust core knows no 'neuron' device (accelerate loads on_device).
-        assert r["on_device_error"] == f"device neuron:{rank} is invalid"
+        # accelerate loads on_device with 2 processes; safetensors' Rust core knows no 'neuron' device (on a trn2
+        # too): the shim's safetensors_load patch reads the file on the CPU, so the default load_state() works.
+        assert r["on_device_error"] is None and r["on_device_exact"]
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from neuroncompat.patches.generate_inputs import GenerateInputs
 from neuroncompat.patches.pipeline_device import PipelineDevice
 from neuroncompat.patches.precision import Precision
 from neuroncompat.patches.quantization import Quantization
+from neuroncompat.patches.safetensors_load import SafetensorsLoad
 from neuroncompat.patches.static_cache import StaticCache
 from neuroncompat.patches.trl_config import TrlConfig
 from neuroncompat.patches.visible_cores import VisibleCores
@@ -31,6 +32,7 @@ PATCH_TYPES: tuple[type[Patch], ...] = (
     Attention,
     DistBackend,
     DispatchModel,
+    SafetensorsLoad,
     TrlConfig,
     VisibleCores,
     Quantization,

@@ -4,7 +4,8 @@ Part 1: two steps with accelerate, ``save_state``; the weights are then perturbe
 ``load_state`` must restore them exactly (safetensors reads each tensor's ``data_ptr()``).
 With more than one process accelerate loads ``on_device`` by default, which safetensors' Rust core
 rejects for any device it does not know ("device neuron:0 is invalid"), on a trn2 as here; the
-script records that error and loads with ``map_location="cpu"``.
+shim's ``safetensors_load`` patch reads the file on the CPU instead. The script records any error of
+the default load and whether it restored the weights, then loads again with ``map_location="cpu"``.
 Part 2: a Trainer run of 4 steps saving a checkpoint at step 2; a second Trainer resumes from it
 (``resume_from_checkpoint``) and must end with the weights of the uninterrupted run.
 Each rank prints one JSON line.
@@ -49,12 +50,18 @@ try:
     on_device_error = None
 except Exception as error:  # noqa: BLE001 (the message is the result)
     on_device_error = str(error)
+state = accelerator.unwrap_model(model).state_dict()
+on_device_exact = all(torch.equal(saved[k], v.detach().cpu()) for k, v in state.items())
+with torch.no_grad():
+    for p in model.parameters():
+        p.add_(1.0)
 accelerator.load_state(str(out / "accelerate_state"), map_location="cpu")
 restored = accelerator.unwrap_model(model).state_dict()
 result = {
     "rank": rank,
     "device": str(accelerator.device),
     "on_device_error": on_device_error,
+    "on_device_exact": on_device_exact,
     "load_state_exact": all(torch.equal(saved[k], v.detach().cpu()) for k, v in restored.items()),
 }
 
