@@ -149,14 +149,14 @@ def build_bert_classifier(path: str | Path, seed: int = 0) -> Path:
     (``token_type_ids`` for sentence pairs), hidden size 64, two layers.
     """
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     words = sorted(set(_WORDS) | set(".,?!0123456789"))
     vocab = {token: index for index, token in enumerate(specials + words)}
-    tokenizer = BertTokenizerFast(vocab=vocab, do_lower_case=False)
+    tokenizer = BertTokenizer(vocab=vocab, do_lower_case=False)  # the tokenizers-backed class in transformers 5
     tokenizer.save_pretrained(path)
     config = BertConfig(
         vocab_size=len(specials) + len(words),
@@ -165,8 +165,8 @@ def build_bert_classifier(path: str | Path, seed: int = 0) -> Path:
         num_hidden_layers=2,
         num_attention_heads=4,
         max_position_embeddings=512,
-        num_labels=2,
     )
+    config.num_labels = 2
     torch.manual_seed(seed)
     BertForSequenceClassification(config).save_pretrained(path)
     return path

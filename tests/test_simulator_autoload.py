@@ -9,6 +9,7 @@ before any rank runs the shim, and saw none), while a trn2 host starts two. The 
 
 from __future__ import annotations
 
+import re
 import sys
 from importlib.metadata import entry_points
 
@@ -42,5 +43,5 @@ def test_bare_accelerate_launch_starts_one_process_per_requested_core(tmp_path):
     command.append(str(REPO / "tests" / "distributed" / "accelerate_world.py"))
     done = subprocess.run(command, env=simulated_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
-    seen = sorted(line for line in done.stdout.splitlines() if line.startswith("WORLD"))
+    seen = sorted(re.findall(r"WORLD rank=\d+ size=\d+ device=\S+", done.stdout))
     assert seen == ["WORLD rank=0 size=2 device=neuron:0", "WORLD rank=1 size=2 device=neuron:1"], done.stdout

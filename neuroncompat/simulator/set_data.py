@@ -26,12 +26,13 @@ import torch
 from neuroncompat.simulator import state
 from neuroncompat.simulator.tensor import NeuronTensor
 
-_DATA = torch._C.TensorBase.data  # the C++ getset descriptor: get returns a detached alias, set calls set_data
+_DATA: Any = torch._C.TensorBase.data  # the C++ getset descriptor: get returns a detached alias, set calls set_data
 _OWNERS = (torch.nn.Parameter, NeuronTensor)  # CPU parameters, and every tensor on the simulated device
 
 
 def _get(self: torch.Tensor) -> torch.Tensor:
-    return _DATA.__get__(self)  # type: ignore[no-any-return]
+    result: torch.Tensor = _DATA.__get__(self)
+    return result
 
 
 def _set(self: torch.Tensor, value: Any) -> None:
@@ -56,7 +57,7 @@ def _set(self: torch.Tensor, value: Any) -> None:
 def install() -> None:
     """Route ``.data`` assignments on parameters and simulated tensors through :func:`_set`."""
     for owner in _OWNERS:
-        owner.data = property(_get, _set)  # type: ignore[assignment,method-assign]
+        owner.data = property(_get, _set)  # type: ignore[assignment]
 
 
 def uninstall() -> None:

@@ -6,9 +6,10 @@ process count to the launcher. On a Trainium host the launcher sees the NeuronCo
 process per requested core.
 """
 
+import os
+
 from accelerate import Accelerator
 
 accelerator = Accelerator()
-print(
-    f"WORLD rank={accelerator.process_index} size={accelerator.num_processes} device={accelerator.device}", flush=True
-)
+line = f"WORLD rank={accelerator.process_index} size={accelerator.num_processes} device={accelerator.device}\n"
+os.write(1, line.encode())  # one write: both ranks share the launcher's stdout
