@@ -11,7 +11,8 @@ PyTorch lets PrivateUse1 be renamed once per process, so the registration is per
 gone, library caches are cleared) but tensors already on it keep working. Tests that need a
 process that never saw the device run in a subprocess.
 
-``NEURONCOMPAT_SIMULATE=1`` enables it at ``import neuroncompat`` (cores from
+``NEURONCOMPAT_SIMULATE=1`` enables it at ``import torch`` (the ``torch.backends`` entry point in
+``neuroncompat_autoload``, so launchers see it too) and at ``import neuroncompat`` (cores from
 ``NEURONCOMPAT_SIMULATE_CORES``, default 2 or one per local rank under torchrun; each process
 starts on its ``LOCAL_RANK`` core). ``backend="neuron"`` process groups run their collectives
 over gloo (``simulator.distributed``). It refuses to start where a real torch-neuronx is
