@@ -19,7 +19,8 @@ tokenizer, JSON-lines data sets, and the offline hub cache that accelerate's NLP
 Each run is reported with its exit code, wall time, the graphs the ``neuron`` compile backend was given
 (summed over ranks), and the device its tensors lived on: a probe loaded at interpreter start
 (``sitecustomize``) records, at exit, each simulated core's peak allocated bytes, so ``neuron:0,1`` means
-both cores held tensors and ``cpu`` means the run never put a tensor on a NeuronCore (silently on CPU).
+both cores held tensors, ``cpu`` means the run never put a tensor on a NeuronCore (silently on CPU), and ``-``
+that no process reached its exit (killed at the timeout).
 
 ``python bench/bench_real_scripts.py --snapshots /work/.mirror [--only trl-sft,...] [--variants sim-1,sim-2]
 [--timeout 600] [--json out.json]``
@@ -31,6 +32,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -166,20 +168,32 @@ def run_one(entry: dict, variant: str, snapshots: Path, inputs: dict[str, str], 
     args = [a.format(out=out, **inputs) for a in entry["args"]]
     cmd = command(entry, variant, script, args)
     started = time.monotonic()
+    # Its own process group, so a hang is ended with every rank the launcher started.
+    process = subprocess.Popen(
+        cmd,
+        cwd=work / "src",
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        done = subprocess.run(cmd, cwd=work / "src", env=env, capture_output=True, text=True, timeout=timeout)
-        rc, log = str(done.returncode), done.stdout + done.stderr
-    except subprocess.TimeoutExpired as expired:
-        rc, log = "timeout", str(expired.stdout or "") + str(expired.stderr or "")
+        log, _ = process.communicate(timeout=timeout)
+        rc = str(process.returncode)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        log, _ = process.communicate()
+        rc = "timeout"
     row["seconds"] = round(time.monotonic() - started, 1)
     row["rc"] = rc
-    compiles, cores = 0, set()
-    for report in probe_dir.glob("*.json"):
+    compiles, cores, reports = 0, set(), list(probe_dir.glob("*.json"))
+    for report in reports:
         data = json.loads(report.read_text())
         compiles += data["compiles"]
         cores |= {int(core) for core, peak in data["peaks"].items() if peak > 0}
     row["compiles"] = compiles
-    row["device"] = "neuron:" + ",".join(map(str, sorted(cores))) if cores else "cpu"
+    row["device"] = "neuron:" + ",".join(map(str, sorted(cores))) if cores else "cpu" if reports else "-"
     errors = [line for line in log.splitlines() if "Error" in line or "error:" in line]
     row["tail"] = (errors[-1] if errors and rc != "0" else "").strip()[:200]
     if variant == "report":  # the dry-run report's own estimate, in place of an error line
