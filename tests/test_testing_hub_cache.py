@@ -15,6 +15,7 @@ from neuroncompat.testing import build_glue_mrpc_cache
 from tests.helpers import run_python
 
 
+@pytest.mark.slow  # a fresh interpreter importing datasets and transformers
 def test_hub_names_load_offline_from_the_cache(tmp_path):
     hf_home = build_glue_mrpc_cache(tmp_path / "hf", rows=8)
     loaded = run_python(
@@ -39,6 +40,7 @@ def test_hub_names_load_offline_from_the_cache(tmp_path):
     assert lines[2] == "[0, 1]"  # a sentence pair gets two segments, as with the real bert-base-cased
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("evaluate") is None, reason="needs evaluate (not a dependency)")
 def test_glue_metric_loads_offline_and_scores(tmp_path):
     hf_home = build_glue_mrpc_cache(tmp_path / "hf", rows=8)
