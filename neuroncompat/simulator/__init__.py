@@ -11,7 +11,8 @@ PyTorch lets PrivateUse1 be renamed once per process, so the registration is per
 gone, library caches are cleared) but tensors already on it keep working. Tests that need a
 process that never saw the device run in a subprocess.
 
-``NEURONCOMPAT_SIMULATE=1`` enables it at ``import neuroncompat`` (cores from
+``NEURONCOMPAT_SIMULATE=1`` enables it at ``import torch`` (the ``torch.backends`` entry point in
+``neuroncompat_autoload``, so launchers see it too) and at ``import neuroncompat`` (cores from
 ``NEURONCOMPAT_SIMULATE_CORES``, default 2 or one per local rank under torchrun; each process
 starts on its ``LOCAL_RANK`` core). ``backend="neuron"`` process groups run their collectives
 over gloo (``simulator.distributed``). It refuses to start where a real torch-neuronx is
@@ -36,6 +37,7 @@ from neuroncompat.simulator import (
     native_device,
     pinned_memory,
     serialization,
+    set_data,
     state,
     torch_neuronx_stub,
 )
@@ -142,6 +144,7 @@ def enable(cores: int | None = None) -> None:
     if not native_device.registered():
         current_device.install()
     serialization.install()
+    set_data.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
 
@@ -178,6 +181,7 @@ def disable() -> None:
     pinned_memory.uninstall()
     current_device.uninstall()
     serialization.uninstall()
+    set_data.uninstall()
     clear_availability_caches()
 
 

@@ -1,0 +1,46 @@
+"""PyTorch device-backend autoload for the simulated Neuron device (``NEURONCOMPAT_SIMULATE=1``).
+
+On a Trainium host, torch-neuronx is loaded by ``import torch`` itself (PyTorch's ``torch.backends`` entry
+points, https://docs.pytorch.org/docs/stable/accelerator/autoload.html): every process that imports torch sees
+``torch.neuron``, including launchers that never run the shim. ``accelerate launch --num_processes 2 train.py``
+counts NeuronCores in the launcher to decide whether to start several processes; where the simulated device is
+only switched on by ``import neuroncompat`` (in the ranks), the launcher sees no accelerator and silently starts
+ONE process, so the dry run differs from the hardware run. This entry point does what torch-neuronx's does, for
+the simulator, only when ``NEURONCOMPAT_SIMULATE`` asks for it: it enables the simulated device as torch is
+imported. ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns it off, as it turns off torch-neuronx's.
+
+It lives outside the ``neuroncompat`` package so that loading the entry point costs one environment read when
+``NEURONCOMPAT_SIMULATE`` is unset (importing ``neuroncompat`` would start the shim). When it is set, the
+simulator is imported from ``neuroncompat``, which starts the shim too, as ``python -m neuroncompat`` does
+(``NEURONCOMPAT_DISABLE=all`` keeps every patch off). It never breaks ``import torch``: a failure is a warning.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_ON = ("1", "true", "yes", "on")
+
+
+def load() -> None:
+    """The ``torch.backends`` entry point: enable the simulated device when ``NEURONCOMPAT_SIMULATE`` is on."""
+    if os.environ.get("NEURONCOMPAT_SIMULATE", "").lower() not in _ON:
+        return
+    if "neuroncompat" in sys.modules:
+        return  # torch is being imported by the shim's own start, which enables the simulator next
+    try:
+        import neuroncompat  # noqa: F401  # the shim starts the simulator (shim._maybe_start_simulator)
+        from neuroncompat import simulator
+
+        if not simulator.is_enabled():
+            simulator.enable()
+    except Exception as error:  # noqa: BLE001  # torch's import must survive whatever goes wrong here
+        import warnings
+
+        warnings.warn(
+            f"neuroncompat: NEURONCOMPAT_SIMULATE is set but the simulated Neuron device could not be enabled "
+            f"while torch was imported ({type(error).__name__}: {error}); this process runs without it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
