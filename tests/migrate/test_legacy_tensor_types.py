@@ -17,7 +17,10 @@ from migrate.registry import Selection
 TODO = "# TODO(neuron-migrate NM925): legacy CUDA tensor type: use torch.empty(*size"
 
 
-def migrate(src: str, options: Options = Options(shim=False)) -> str:
+NO_SHIM = Options(shim=False)
+
+
+def migrate(src: str, options: Options = NO_SHIM) -> str:
     """The migrated text; it parses and a second run changes nothing."""
     result = migrate_source(src.encode(), "gan.py", options)
     assert result.error is None, result.error
