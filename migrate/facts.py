@@ -19,13 +19,53 @@ _MULTI_PROCESS = re.compile(
 _TRAINER = re.compile(r"\b\w*Trainer\(")
 # The `if __name__ == "__main__":` guard, in either quote style.
 _MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.M)
+# The calls that run training or inference.
+_RUN_CALL = r"(?:\.train\(|\.generate\(|\bpipeline\(|\.from_pretrained\(|\.backward\(|\.fit\()"
 # Top-level code that runs training or inference when the file is executed: a statement that
-# starts in column 0 (so not inside a def/class) and calls one of these, or a top-level loop.
-_TOP_LEVEL_RUN = re.compile(
-    r"^(?:for |while |(?!def |class |async |@|import |from |#)\S[^\n]*"
-    r"(?:\.train\(|\.generate\(|\bpipeline\(|\.from_pretrained\(|\.backward\(|\.fit\())",
-    re.M,
-)
+# starts in column 0 (so not inside a def/class) and calls one of these.
+_TOP_LEVEL_RUN = re.compile(r"^(?!def |class |async |@|import |from |#)\S[^\n]*" + _RUN_CALL, re.M)
+# A top-level compound statement whose block may hold such a call (nanoGPT's `sample.py` runs
+# `with torch.no_grad():` / `with ctx:` / `for k in ...:` / `y = model.generate(...)`), and the
+# clauses that continue it in column 0.
+_BLOCK_HEADER = re.compile(r"(?:async[ \t]+)?(?:for|while|with|if|try)\b")
+_BLOCK_CLAUSE = re.compile(r"(?:elif|else|except|finally)\b")
+_NESTED_DEFINITION = re.compile(r"(?:async[ \t]+)?(?:def|class)\b|@")
+_RUN = re.compile(_RUN_CALL)
+
+
+def _block_runs(text: str) -> bool:
+    """A top-level `for`/`while`/`with`/`async with`/`if`/`try` block that calls a run call.
+
+    The call may sit at any depth of the block, but not inside a `def` or `class` nested in it
+    (defining a function runs nothing). A module-level `with open(...) as f: cfg = json.load(f)`
+    calls nothing that runs, so a library module holding one stays a library module.
+    """
+    in_block = False
+    definition_indent = -1  # the indentation of a def/class inside the block, whose body is skipped
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(stripped)
+        if indent == 0 and stripped[0] in ")]}":
+            continue  # the closing line of a header split over lines, `) as f:`
+        if indent == 0:
+            definition_indent = -1
+            if _BLOCK_HEADER.match(line):
+                in_block = True
+            elif not (in_block and _BLOCK_CLAUSE.match(line)):
+                in_block = False
+                continue
+            if _RUN.search(line):  # a one-line block, `async with x: model.generate(y)`
+                return True
+            continue
+        if not in_block or (definition_indent >= 0 and indent > definition_indent):
+            continue
+        definition_indent = indent if _NESTED_DEFINITION.match(stripped) else -1
+        if definition_indent < 0 and _RUN.search(stripped):
+            return True
+    return False
+
 
 # The libraries whose scripts the shim patches: an entry script importing one gets the shim.
 _SHIMMED_IMPORT = re.compile(
@@ -35,7 +75,7 @@ _SHIMMED_IMPORT = re.compile(
 
 def is_entry_script(text: str) -> bool:
     """A file that is run, not imported (see `FileFacts.entry_script`)."""
-    return bool(_MAIN_GUARD.search(text) or _TOP_LEVEL_RUN.search(text))
+    return bool(_MAIN_GUARD.search(text) or _TOP_LEVEL_RUN.search(text) or _block_runs(text))
 
 
 def wants_shim(text: str) -> bool:
@@ -54,10 +94,12 @@ class FileFacts:
 
     `entry_script` decides whether `import neuroncompat` is added: a file that is run, not
     imported. It is true when the file has a module-level `if __name__ == "__main__":` guard,
-    or module-level code (a column-0 statement) that calls `.train(`, `.generate(`,
-    `pipeline(`, `.from_pretrained(`, `.backward(` or `.fit(`, or a module-level `for`/`while`
-    loop (nanoGPT-style training loops and notebook exports). Library modules that only
-    define functions and classes never get the shim.
+    or module-level code that calls `.train(`, `.generate(`, `pipeline(`, `.from_pretrained(`,
+    `.backward(` or `.fit(`: a column-0 statement, or a call anywhere in the block of a
+    module-level `for`/`while`/`with`/`if`/`try` (nanoGPT-style training loops, `sample.py`'s
+    `with torch.no_grad():` generation, notebook exports). Library modules that only define
+    functions and classes, or run nothing at module level (`with open(...)` reading a config),
+    never get the shim.
     """
 
     multi_process: bool

@@ -1,4 +1,4 @@
-"""The TODO catalogue: every NM901-NM920 TODO's id, text, examples and fix safety, in one table.
+"""The TODO catalogue: every NM901-NM920 and NM925 TODO's id, text, examples and fix safety, in one table.
 
 A TODO rule annotates instead of rewriting: `# TODO(neuron-migrate NM9xx): message` goes above
 the statement, the code stays as it is (still valid Python), and the report lists each TODO with
@@ -316,6 +316,24 @@ CATALOGUE: tuple[Todo, ...] = (
         message='XLA_USE_BF16 made every float tensor bf16 and is gone: load or cast the model with dtype=torch.bfloat16, or wrap the forward in torch.autocast("neuron", dtype=torch.bfloat16)',
         before='import os\nos.environ["XLA_USE_BF16"] = "1"\nmodel = build()\n',
         after='import os\n{t}os.environ["XLA_USE_BF16"] = "1"\nmodel = build()\n',
+    ),
+    Todo(
+        id="NM925",
+        name="legacy-tensor-type",
+        title="legacy CUDA tensor types NM108 cannot rewrite",
+        why=(
+            "`torch.cuda.FloatTensor` and the other legacy CUDA types raise without CUDA. NM108 rewrites casts and "
+            "calls whose arguments are clearly sizes or data; a single argument that may be either, keywords, "
+            "`isinstance` checks or the type passed on are left with this TODO. Under `NEURONCOMPAT_CUDA=redirect` "
+            "the types build, cast and match tensors on the NeuronCore, so the script runs unchanged meanwhile."
+        ),
+        message=(
+            "legacy CUDA tensor type: use torch.empty(*size, dtype=..., device=...) for sizes, "
+            "torch.tensor(data, dtype=..., device=...) for data, .to(device, dtype) for casts, x.dtype/x.device "
+            "for checks; NEURONCOMPAT_CUDA=redirect runs it unchanged meanwhile"
+        ),
+        before="import torch\nnoise = torch.cuda.FloatTensor(batch)\n",
+        after="import torch\n{t}noise = torch.cuda.FloatTensor(batch)\n",
     ),
 )
 

@@ -19,9 +19,10 @@ Under the redirect each ``torch.cuda.<T>Tensor`` is a stand-in that, from user c
 - in ``isinstance``, matches a NeuronCore tensor of that dtype.
 
 Library code gets torch's answers (the call fails as before, ``isinstance`` is False): the
-types name CUDA, which libraries must see is absent. No ``neuron-migrate`` rule rewrites these
-types; the log names each site with no rule, and docs/cuda_redirect.md gives the modern
-spelling (``torch.zeros(..., dtype=..., device=device)``).
+types name CUDA, which libraries must see is absent. The log names construction and casts with
+``neuron-migrate``'s NM108, which rewrites them (``torch.empty(*sizes, dtype=..., device=...)``,
+``torch.tensor(data, dtype=..., device=...)``, ``x.to(device, dtype)``) where the arguments say
+what they are and leaves the NM925 TODO elsewhere; ``isinstance`` checks have no rule.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class _LegacyCudaType(type):
         if not is_user_frame(frame):
             return cls._real(*args, **kwargs)
         target = _current()
-        sites.record(frame, f"{cls._name}(...)", f"torch.{cls.__name__}(...).to({target!r})", None)
+        sites.record(frame, f"{cls._name}(...)", f"torch.{cls.__name__}(...).to({target!r})", "NM108")
         return cls._cpu(*args, **kwargs).to(target)
 
     def __instancecheck__(cls, instance: Any) -> bool:
@@ -105,7 +106,8 @@ def _wrap_type(original: Any) -> Any:
         if target is None:
             return original(self, dtype, non_blocking, **kwargs) if dtype is not None else original(self)
         device = _current()
-        sites.record(sys._getframe(1), f"Tensor.type({target._name})", f"Tensor.to({device!r}, {target.dtype})", None)
+        became = f"Tensor.to({device!r}, {target.dtype})"
+        sites.record(sys._getframe(1), f"Tensor.type({target._name})", became, "NM108")
         return self.to(device, target.dtype, non_blocking=non_blocking)
 
     type_.__doc__ = original.__doc__

@@ -238,10 +238,10 @@ def test_legacy_cuda_tensor_types_build_on_neuron(redirected: object) -> None:
     assert torch.ones(2).type(torch.LongTensor).device.type == "cpu" and torch.ones(2).type() == "torch.FloatTensor"
     probe = _library_function("def probe(x):\n    return isinstance(x, torch.cuda.FloatTensor)\n", "probe")
     assert probe(z) is False
-    assert {s.call for s in _logged("torch.cuda.") if s.call.endswith("Tensor(...)")} == {
-        "torch.cuda.FloatTensor(...)",
-        "torch.cuda.LongTensor(...)",
-    }
+    built = [s for s in _logged("torch.cuda.") if s.call.endswith("Tensor(...)")]
+    assert {s.call for s in built} == {"torch.cuda.FloatTensor(...)", "torch.cuda.LongTensor(...)"}
+    cast = _logged("Tensor.type(torch.cuda.")
+    assert cast and {s.rule for s in built + cast} == {"NM108"}  # the rule that rewrites them for good
 
 
 def test_pin_memory_cuda_pins_for_the_neuron_core(redirected: object) -> None:

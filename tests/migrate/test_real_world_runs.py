@@ -186,3 +186,15 @@ def test_peft_loop_trains_an_adapter_on_neuron(run_workdir: Path) -> None:
     neuron = losses(_neuron("peft_lora_loop", args("peft-neuron"), run_workdir))
     assert len(neuron) == len(cpu) > 0 and all(math.isfinite(x) and x < 10 * max(cpu) for x in neuron), (neuron, cpu)
     assert_adapter_trained_on_cpu(run_workdir / "peft-neuron", run_workdir / "model")
+
+
+def test_legacy_tensor_type_gan_matches_cpu(tmp_path: Path) -> None:
+    """PyTorch-GAN's `Tensor = torch.cuda.FloatTensor if cuda else ...` idiom, migrated by NM108, trains on neuron.
+
+    The original takes its CPU types on plain CPU; the migration builds and casts the same tensors on
+    the simulated NeuronCore (the probe fails a run that never allocated there): same losses.
+    """
+    args = ["--n_epochs", "1", "--n_samples", "64", "--batch_size", "16", "--latent_dim", "8"]
+    cpu = losses(_cpu("legacy_tensor_types", args, tmp_path))
+    neuron = losses(_neuron("legacy_tensor_types", args, tmp_path))
+    assert len(cpu) == 8 and _close(neuron, cpu), (neuron, cpu)

@@ -22,6 +22,7 @@ RULE_IDS = [
     "NM105",
     "NM106",
     "NM107",
+    "NM108",
     "NM201",
     "NM202",
     "NM203",
@@ -130,6 +131,7 @@ RULE_IDS = [
     "NM922",
     "NM923",
     "NM924",
+    "NM925",
 ]
 
 HOOK_ORDER = {
@@ -137,6 +139,7 @@ HOOK_ORDER = {
         "settings.call_settings",
         "device.cuda_method",
         "cuda_api.cuda_api_call",
+        "legacy_tensor_types.legacy_tensor_call",
         "precision.precision_call",
         "attention.use_flash_attention_2",
         "quantization.drop_quantization",
@@ -175,6 +178,7 @@ HOOK_ORDER = {
         "todo.attribute_todo",
     ),
     "SimpleStatementLine": (
+        "legacy_tensor_types.legacy_tensor_leftover",
         "attention.drop_xformers",
         "quantization.quantized_key_assignment",
         "quantization.kbit_preparation",
@@ -183,10 +187,15 @@ HOOK_ORDER = {
         "xla.xla_statement",
     ),
     "IndentedBlock": ("legacy.prune_block",),
-    "Module": ("cuda_api.unused_cuda_import", "legacy.legacy_module"),
+    "Module": ("cuda_api.unused_cuda_import", "legacy_tensor_types.unused_aliases", "legacy.legacy_module"),
     "Param": ("drift.arguments_shadowed",),
     "With": ("optimum_training.lazy_load",),
-    "If": ("cuda_api.cuda_only_block", "optimum_training.precompilation_branch", "xla.repeated_guard"),
+    "If": (
+        "cuda_api.cuda_only_block",
+        "legacy_tensor_types.legacy_tensor_test",
+        "optimum_training.precompilation_branch",
+        "xla.repeated_guard",
+    ),
     "Subscript": ("precision.torch_dtype_subscript", "optimum_inference.old_export_values"),
     "For": ("xla.move_batches",),
     "Import": ("todo.import_todo",),
