@@ -8,6 +8,8 @@ when those libraries are imported. See ``neuroncompat doctor`` for what applies 
 
 from __future__ import annotations
 
+import sys as _sys
+
 from neuroncompat import shim as _shim
 from neuroncompat.shim import PatchStatus, apply, revert, status
 
@@ -25,8 +27,21 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'neuroncompat' has no attribute {name!r}")
 
 
+def _imported_by_the_simulator_autoload() -> bool:
+    """``import torch`` with ``NEURONCOMPAT_SIMULATE`` set loads the simulated device only, not the shim."""
+    autoload = _sys.modules.get("neuroncompat_autoload")
+    return bool(getattr(autoload, "ENABLING", False))
+
+
+# Submodules already loaded (the simulator, by the autoload, before this package object replaced the one it
+# used) are bound as attributes again, as a first import would have bound them.
+for _name, _module in list(_sys.modules.items()):
+    if _name.startswith("neuroncompat.") and _name.count(".") == 1:
+        globals().setdefault(_name.split(".", 1)[1], _module)
+
 try:
-    _shim.start()  # apply() without building its status: off Neuron that would import every patch
+    if not _imported_by_the_simulator_autoload():
+        _shim.start()  # apply() without building its status: off Neuron that would import every patch
 except Exception as stop:
     from neuroncompat.patch import PatchError
 

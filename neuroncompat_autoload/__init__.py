@@ -10,9 +10,13 @@ the simulator, only when ``NEURONCOMPAT_SIMULATE`` asks for it: it enables the s
 imported. ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns it off, as it turns off torch-neuronx's.
 
 It lives outside the ``neuroncompat`` package so that loading the entry point costs one environment read when
-``NEURONCOMPAT_SIMULATE`` is unset (importing ``neuroncompat`` would start the shim). When it is set, the
-simulator is imported from ``neuroncompat``, which starts the shim too, as ``python -m neuroncompat`` does
-(``NEURONCOMPAT_DISABLE=all`` keeps every patch off). It never breaks ``import torch``: a failure is a warning.
+``NEURONCOMPAT_SIMULATE`` is unset. When it is set, it enables the simulated device and nothing else: the shim's
+patches start only where the script asks for them (``import neuroncompat``, ``python -m neuroncompat``), as on a
+trn2, where torch-neuronx's autoload does not start neuroncompat either. A dry run of a script that lacks the
+shim import must fail or fall back as the hardware run would. Importing ``neuroncompat.simulator`` runs the
+package's ``__init__``, which would start the shim; :data:`ENABLING` tells it not to, and the package object is
+then dropped from ``sys.modules`` so that the script's own ``import neuroncompat`` runs ``__init__`` again and
+starts the shim (the submodules stay loaded). It never breaks ``import torch``: a failure is a warning.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import sys
 
 _ON = ("1", "true", "yes", "on")
 
+# True while load() imports the simulator: neuroncompat/__init__.py then leaves the shim unstarted.
+ENABLING = False
+
 
 def load() -> None:
     """The ``torch.backends`` entry point: enable the simulated device when ``NEURONCOMPAT_SIMULATE`` is on."""
@@ -29,8 +36,9 @@ def load() -> None:
         return
     if "neuroncompat" in sys.modules:
         return  # torch is being imported by the shim's own start, which enables the simulator next
+    global ENABLING
+    ENABLING = True
     try:
-        import neuroncompat  # noqa: F401  # the shim starts the simulator (shim._maybe_start_simulator)
         from neuroncompat import simulator
 
         if not simulator.is_enabled():
@@ -44,3 +52,6 @@ def load() -> None:
             RuntimeWarning,
             stacklevel=2,
         )
+    finally:
+        ENABLING = False
+        sys.modules.pop("neuroncompat", None)  # the script's `import neuroncompat` runs __init__ (the shim) again
