@@ -120,7 +120,9 @@ def add_kwarg(call: cst.Call, name: str, value: str) -> cst.Call:
     """Append `name=value` (value is source text), following the call's existing layout.
 
     Multi-line calls whose last argument ends in a comma get the new argument on its own
-    line with the same indentation and a trailing comma; one-line calls get `, name=value`.
+    line with the same indentation and a trailing comma; one argument per line without a
+    trailing comma, its own line without one; arguments on one line get `, name=value`, before
+    a closing paren that sits on its own line.
     """
     new = cst.Arg(
         keyword=cst.Name(name),
@@ -142,6 +144,21 @@ def add_kwarg(call: cst.Call, name: str, value: str) -> cst.Call:
             separator = call.whitespace_before_args
         args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=separator))
         args.append(new.with_changes(comma=comma))
+        return call.with_changes(args=args)
+    # No trailing comma: whatever stood before the closing paren (a newline and its indentation, in a
+    # call whose paren sits on its own line) now follows the new argument, not the comma before it.
+    closing = last.whitespace_after_arg
+    new = new.with_changes(whitespace_after_arg=closing)
+    last = last.with_changes(whitespace_after_arg=cst.SimpleWhitespace(""))
+    if (
+        type(comma) is not cst.Comma
+        and len(args) >= 2
+        and type(args[-2].comma) is cst.Comma
+        and type(args[-2].comma.whitespace_after) is cst.ParenthesizedWhitespace
+    ):
+        # One argument per line without a trailing comma: the new argument gets its own line too.
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=args[-2].comma.whitespace_after))
+        args.append(new)
         return call.with_changes(args=args)
     args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
     if type(comma) is cst.Comma:  # a trailing comma on one line stays trailing
