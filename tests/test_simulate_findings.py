@@ -213,3 +213,35 @@ def test_settings_are_read_from_the_nearest_pyproject(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     loaded = settings.load(tmp_path / "src")
     assert (loaded.strict, loaded.max_shapes, loaded.cpu_fallback_ops) == (("rejected",), 8, ("aten::cumsum",))
+
+
+LIBRARY_SCRIPT = """\
+import torch
+from trl.trainer.utils import nanmax
+
+x = torch.ones(4, device="neuron")
+print(nanmax(x).item())  # LIBRARY
+"""
+
+
+@pytest.mark.slow
+def test_a_finding_in_library_code_is_addressed_to_its_maintainers(tmp_path: Path) -> None:
+    """Found running TRL's GRPO script: findings inside `trl` told the user to edit code they do not own."""
+    (tmp_path / "train.py").write_text(LIBRARY_SCRIPT)
+    code, out, err = _simulate(
+        "simulate", "--format", "json", "-o", "r.json", "--", sys.executable, "train.py", cwd=tmp_path
+    )
+    assert code == 0, out + err
+    built = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(built, SCHEMA)
+    (finding,) = built["ranks"][0]["findings"]
+    assert finding["where"] == "train.py:5 (<module>)" and finding["site"].startswith("trl/trainer/utils.py:")
+    assert finding["owner"] == "trl"
+    text = report.render_text(built)
+    assert "in trl's code, not yours: report it to trl (the fix there: keep the full shape" in text
+
+
+def test_a_finding_in_the_users_code_has_no_owner() -> None:
+    assert report.owner_of("train.py:5 (<module>)", "train.py:5 (<module>)") is None
+    assert report.owner_of("transformers/trainer.py:10 (train)", "train.py:5 (<module>)") == "transformers"
+    assert report.owner_of(None, "train.py:5 (<module>)") is None

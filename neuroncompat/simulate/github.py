@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from neuroncompat.simulate.report import split_location
+from neuroncompat.simulate.report import fix_text, split_location
 
 _TITLE = {
     "graph_break": "graph break",
@@ -57,7 +57,7 @@ def render(report: dict[str, Any]) -> str:
             out.append(_command(level, warning["user"] or warning["site"], _TITLE[warning["kind"]], message))
         for finding in rank["findings"]:
             message = f"rank {rank['rank']}: {finding['description']} (x{finding['count']})"
-            message += f"\nfix: {finding['fix']['message']}"
+            message += f"\nfix: {fix_text(finding)}"
             if finding["references"]:
                 message += "\nsee " + " ".join(finding["references"])
             level = "error" if finding["kind"] in strict else "warning"

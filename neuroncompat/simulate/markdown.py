@@ -67,7 +67,7 @@ def render(report: dict[str, Any]) -> str:
         for rank, finding in findings[:ROWS]:
             out.append(
                 f"| {rank} | {_KIND[finding['kind']]} | {_cell(_code(simulate_report.finding_place(finding)))} | "
-                f"{_cell(finding['description'])} | {finding['count']} | {_cell(finding['fix']['message'])} |\n"
+                f"{_cell(finding['description'])} | {finding['count']} | {_cell(simulate_report.fix_text(finding))} |\n"
             )
         if len(findings) > ROWS:
             out.append(f"\n_{len(findings) - ROWS} more in the JSON report._\n")

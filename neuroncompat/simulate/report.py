@@ -121,11 +121,35 @@ def _findings(record: dict[str, Any]) -> list[dict[str, Any]]:
                 "user": raw["user"],
                 "graph": raw["graph"],
                 "count": raw["count"],
+                "owner": owner_of(raw["site"], raw["user"]),
                 "fix": {"id": fix.id, "message": fix.message},
                 "references": references,
             }
         )
     return sorted(out, key=lambda f: (FINDING_KINDS.index(f["kind"]), f["where"], f["what"]))
+
+
+def owner_of(site: str | None, user: str | None) -> str | None:
+    """The package whose code holds a finding that is not in the user's code, e.g. ``trl``.
+
+    The site is the innermost caller outside torch and neuroncompat, the user line the innermost one
+    outside every installed library; when they differ the site is library code, and its path is shortened
+    relative to site-packages, so its first component names the package. Found running TRL's GRPO script:
+    seven findings inside ``trl`` told the user to edit code they do not own.
+    """
+    place = split_location(site)
+    if place is None or site == user:
+        return None
+    return re.split(r"[/\\]", place[0])[0].removesuffix(".py") or None
+
+
+def fix_text(finding: dict[str, Any]) -> str:
+    """The fix line of a finding: in library code, addressed to that library's maintainers."""
+    message = finding["fix"]["message"]
+    owner = finding.get("owner")
+    if owner is None:
+        return message
+    return f"in {owner}'s code, not yours: report it to {owner} (the fix there: {message})"
 
 
 def _rank(record: dict[str, Any], graph_cost: float, max_shapes: int) -> dict[str, Any]:
@@ -318,7 +342,7 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
     for finding in rank["findings"]:
         title = FINDING_TITLES[finding["kind"]]
         lines.append(f"  {title} at {finding_place(finding)}: {finding['description']} (x{finding['count']})")
-        lines.append(f"    fix: {finding['fix']['message']}")
+        lines.append(f"    fix: {fix_text(finding)}")
         if finding["kind"] == "data_dependent":
             lines.append(
                 "    risk: a data-dependent shape can compile on trn2 and return wrong values with no error "
