@@ -52,6 +52,7 @@ class FileContext:
     flow: GenerateFlow = field(default_factory=GenerateFlow)
     pending: list[Candidate] = field(default_factory=list)  # bound to their node by the transformer
     callee: str | None = None  # set while call keywords are rewritten: the called name
+    option_default: bool = False  # set while an argparse/dataclass default is rewritten (a value the CLI may replace)
     text: str = ""  # the decoded source, for whole-file facts a rule needs (e.g. `pad_token`)
     family_state: dict[str, Any] = field(default_factory=dict)  # per-file state a family keeps across hooks
 

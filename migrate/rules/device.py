@@ -84,7 +84,9 @@ RULES: tuple[Rule, ...] = (
         'script gets `device_map="neuron"`; a multi-process one (context rule 4: LOCAL_RANK, '
         "process groups, DDP/FSDP, Accelerator, Trainer-family scripts) gets "
         '`{"": f"neuron:{int(os.environ.get(\'LOCAL_RANK\', 0))}"}` so each rank loads onto its '
-        'own core. `{"": expr}` keeps its index expression: `{"": f"neuron:{expr}"}`. TRL\'s '
+        "own core; an option's default (`--device_map`, a `str` dataclass field) gets the string "
+        '`f"neuron:{...}"`, as a value given on the command line would be. `{"": expr}` keeps its index '
+        'expression: `{"": f"neuron:{expr}"}`. TRL\'s '
         "removed `get_kbit_device_map()` is replaced the same way.",
         before='model = AutoModelForCausalLM.from_pretrained(name, device_map="auto")\n',
         after='model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n',
@@ -241,8 +243,11 @@ setting("NM106", r"device", through(_pipeline_ordinal))
 
 
 def _per_rank(ctx: FileContext) -> cst.BaseExpression:
+    """Each rank's own core. An option's default (`--device_map`, a `str` field) stays a string, as a value
+    given on the command line would be; `from_pretrained` reads `"neuron:1"` as `{"": "neuron:1"}`."""
     os_name = cst.Module([]).code_for_node(ctx.module_ref("os"))
-    return cst.parse_expression(f'{{"": f"neuron:{{int({os_name}.environ.get(\'LOCAL_RANK\', 0))}}"}}')
+    core = f"f\"neuron:{{int({os_name}.environ.get('LOCAL_RANK', 0))}}\""
+    return cst.parse_expression(core if ctx.option_default else f'{{"": {core}}}')
 
 
 def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:

@@ -75,6 +75,20 @@ def test_multi_process_device_map_is_per_rank():
     assert 'init_process_group("neuron")' in out
 
 
+def test_multi_process_device_map_option_default_stays_a_string():
+    """A `--device_map` option or a `str` dataclass field keeps a string default (PEFT's OLoRA example got a dict
+    as the default of a `type=str` option); `from_pretrained` reads "neuron:1" as {"": "neuron:1"}."""
+    src = (
+        "import torch.distributed as dist\nfrom dataclasses import dataclass, field\n\n\n@dataclass\nclass A:\n"
+        '    device_map: str = field(default="auto")\n\n\nparser.add_argument("--device_map", type=str, default="auto")\n'
+        'dist.init_process_group("nccl")\n'
+    )
+    out = run(src)
+    per_rank = "f\"neuron:{int(os.environ.get('LOCAL_RANK', 0))}\""
+    assert f"device_map: str = field(default={per_rank})" in out
+    assert f'parser.add_argument("--device_map", type=str, default={per_rank})' in out
+
+
 def test_device_map_dict_keeps_index_expression():
     src = 'm = AutoModel.from_pretrained("x", device_map={"": Accelerator().process_index})\n'
     assert 'device_map={"": f"neuron:{Accelerator().process_index}"}' in run(src)
