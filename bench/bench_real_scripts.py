@@ -22,7 +22,7 @@ Each run is reported with its exit code, wall time, the graphs the ``neuron`` co
 both cores held tensors, ``cpu`` means the run never put a tensor on a NeuronCore (silently on CPU), and ``-``
 that no process reached its exit (killed at the timeout).
 
-``python bench/bench_real_scripts.py --snapshots /work/.mirror [--only trl-sft,...] [--variants sim-1,sim-2]
+``python bench/bench_real_scripts.py --snapshots SNAPSHOTS_DIR [--only trl-sft,...] [--variants sim-1,sim-2]
 [--timeout 600] [--json out.json]``
 """
 
