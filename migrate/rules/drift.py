@@ -22,6 +22,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import callee_name, family_state, kwarg, on, remove_arg, rename_kwarg, replace_arg
+from migrate.rules.todo_catalogue import REMOVED_TRL_API
 
 _RENAMES = [
     (
@@ -100,13 +101,6 @@ _CHANGES_BEHAVIOUR = {
     "NM708": "prompts are no longer truncated separately from the full sequence",
 }
 
-# TRL helpers removed in 1.x -> what the TODO (NM924) says replaces them.
-_REMOVED_TRL_API = {
-    "setup_chat_format": "TRL 1.x removed setup_chat_format: use trl.clone_chat_template(model, tokenizer, "
-    '"<id of a tokenizer with the chat template you want>") or set tokenizer.chat_template and '
-    "model.resize_token_embeddings(len(tokenizer)) yourself",
-}
-
 RULES: tuple[Rule, ...] = (
     *(
         Rule(
@@ -160,19 +154,6 @@ RULES: tuple[Rule, ...] = (
         "# TODO(neuron-migrate NM921): args.logging_dir raises AttributeError: transformers 5 removed logging_dir; "
         "TensorBoard logs go to $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<date>_<host>\n"
         "writer = SummaryWriter(args.logging_dir)\n",
-        todo=True,
-    ),
-    Rule(
-        id="NM924",
-        name="removed-trl-api",
-        safety="safe",
-        summary="TODO: TRL helpers removed in 1.x (`setup_chat_format`).",
-        rationale="TRL 1.x removed `setup_chat_format` (it added ChatML tokens and resized the embeddings), "
-        "so the import fails before anything runs. Its replacement, `clone_chat_template`, copies the "
-        "template of another tokenizer, which is a choice of template a person has to make.",
-        before="from trl import setup_chat_format\nmodel, tokenizer = setup_chat_format(model, tokenizer)\n",
-        after=f"# TODO(neuron-migrate NM924): {_REMOVED_TRL_API['setup_chat_format']}\n"
-        "from trl import setup_chat_format\nmodel, tokenizer = setup_chat_format(model, tokenizer)\n",
         todo=True,
     ),
 )
@@ -251,7 +232,7 @@ def removed_trl_import(node: cst.ImportFrom, ctx: FileContext) -> cst.ImportFrom
     if not (type(node.module) is cst.Name and node.module.value == "trl") or isinstance(node.names, cst.ImportStar):
         return node
     for alias in node.names:
-        message = _REMOVED_TRL_API.get(alias.name.value) if type(alias.name) is cst.Name else None
+        message = REMOVED_TRL_API.get(alias.name.value) if type(alias.name) is cst.Name else None
         if message is not None and ctx.enabled("NM924"):
             ctx.todo("NM924", message)
     return node

@@ -50,12 +50,6 @@ _ARGUMENT_CLASSES = frozenset(
 )
 _MESH_FACTORIES = frozenset({"torch.distributed.device_mesh.init_device_mesh", "torch.distributed.init_device_mesh"})
 _CONSOLIDATE = re.compile(r"^optimum\.neuron\..*consolidate\w*$")
-CONSOLIDATE_TODO = (
-    "not needed natively: save_pretrained gathers the tensor-parallel shards of a model loaded "
-    "with DistributedConfig into one checkpoint; checkpoints written by Optimum Neuron must be "
-    "consolidated once with optimum-neuron in the old environment"
-)
-
 RULES: tuple[Rule, ...] = (
     Rule(
         id="NM521",
@@ -104,24 +98,6 @@ RULES: tuple[Rule, ...] = (
         after='from torch.distributed.device_mesh import init_device_mesh\nmesh = init_device_mesh("neuron", (4,))\n',
         safety="safe",
     ),
-    Rule(
-        id="NM922",
-        name="optimum-consolidation",
-        summary="TODO: Optimum Neuron's checkpoint consolidation calls.",
-        rationale="`consolidate_model_parallel_checkpoints_to_unified_checkpoint` merged the per-rank shards "
-        "Optimum's tensor parallelism wrote. transformers' `save_pretrained` gathers DTensor shards into one "
-        "checkpoint itself, so new runs need no consolidation; old Optimum checkpoints need it once, in an "
-        "environment that still has optimum-neuron.",
-        before="from optimum.neuron.models.training import "
-        "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
-        'consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
-        after="from optimum.neuron.models.training import "
-        "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
-        f"# TODO(neuron-migrate NM922): {CONSOLIDATE_TODO}\n"
-        'consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
-        safety="safe",
-        todo=True,
-    ),
 )
 
 
@@ -132,7 +108,7 @@ def tensor_parallel_call(node: cst.Call, ctx: FileContext) -> cst.CSTNode:
     if qualified in _MESH_FACTORIES and ctx.enabled("NM523"):
         return _mesh_device(node, ctx)
     if _CONSOLIDATE.match(qualified):
-        todo(ctx, "NM922", CONSOLIDATE_TODO)
+        todo(ctx, "NM922")
         return node
     if method_of(node, "from_pretrained") and ctx.enabled("NM521"):
         return _distributed_config(node, ctx)

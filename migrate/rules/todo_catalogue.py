@@ -1,4 +1,4 @@
-"""The TODO catalogue: every NM901-NM920 and NM925 TODO's id, text, examples and fix safety, in one table.
+"""The TODO catalogue: every fixed-text TODO's id, text, examples and fix safety, in one table.
 
 A TODO rule annotates instead of rewriting: `# TODO(neuron-migrate NM9xx): message` goes above
 the statement, the code stays as it is (still valid Python), and the report lists each TODO with
@@ -318,6 +318,45 @@ CATALOGUE: tuple[Todo, ...] = (
         after='import os\n{t}os.environ["XLA_USE_BF16"] = "1"\nmodel = build()\n',
     ),
     Todo(
+        id="NM922",
+        name="optimum-consolidation",
+        title="Optimum Neuron's checkpoint consolidation calls",
+        why=(
+            "`consolidate_model_parallel_checkpoints_to_unified_checkpoint` merged the per-rank shards "
+            "Optimum's tensor parallelism wrote. transformers' `save_pretrained` gathers DTensor shards into one "
+            "checkpoint itself, so new runs need no consolidation; old Optimum checkpoints need it once, in an "
+            "environment that still has optimum-neuron."
+        ),
+        message=(
+            "not needed natively: save_pretrained gathers the tensor-parallel shards of a model loaded "
+            "with DistributedConfig into one checkpoint; checkpoints written by Optimum Neuron must be "
+            "consolidated once with optimum-neuron in the old environment"
+        ),
+        before="from optimum.neuron.models.training import "
+        "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
+        'consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
+        after="from optimum.neuron.models.training import "
+        "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
+        '{t}consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
+    ),
+    Todo(
+        id="NM924",
+        name="removed-trl-api",
+        title="TRL helpers removed in 1.x (`setup_chat_format`)",
+        why=(
+            "TRL 1.x removed `setup_chat_format` (it added ChatML tokens and resized the embeddings), "
+            "so the import fails before anything runs. Its replacement, `clone_chat_template`, copies the "
+            "template of another tokenizer, which is a choice of template a person has to make."
+        ),
+        message=(
+            "TRL 1.x removed setup_chat_format: use trl.clone_chat_template(model, tokenizer, "
+            '"<id of a tokenizer with the chat template you want>") or set tokenizer.chat_template and '
+            "model.resize_token_embeddings(len(tokenizer)) yourself"
+        ),
+        before="from trl import setup_chat_format\nmodel, tokenizer = setup_chat_format(model, tokenizer)\n",
+        after="{t}from trl import setup_chat_format\nmodel, tokenizer = setup_chat_format(model, tokenizer)\n",
+    ),
+    Todo(
         id="NM925",
         name="legacy-tensor-type",
         title="legacy CUDA tensor types NM108 cannot rewrite",
@@ -338,6 +377,8 @@ CATALOGUE: tuple[Todo, ...] = (
 )
 
 MESSAGES: dict[str, str] = {entry.id: entry.message for entry in CATALOGUE}
+# TRL helpers removed in 1.x -> the NM924 TODO that says what replaces each.
+REMOVED_TRL_API: dict[str, str] = {"setup_chat_format": MESSAGES["NM924"]}
 RULES: tuple[Rule, ...] = tuple(entry.rule() for entry in CATALOGUE)
 
 
