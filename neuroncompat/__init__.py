@@ -33,11 +33,12 @@ def _imported_by_the_simulator_autoload() -> bool:
     return bool(getattr(autoload, "ENABLING", False))
 
 
-# Submodules already loaded (the simulator, by the autoload, before this package object replaced the one it
-# used) are bound as attributes again, as a first import would have bound them.
-for _name, _module in list(_sys.modules.items()):
-    if _name.startswith("neuroncompat.") and _name.count(".") == 1:
-        globals().setdefault(_name.split(".", 1)[1], _module)
+# Submodules the simulator autoload already loaded (under the package object it then dropped) are bound as
+# attributes again, as a first import would have bound them. Only after an autoload: this walks sys.modules.
+if "neuroncompat.simulator" in _sys.modules:
+    for _name, _module in list(_sys.modules.items()):
+        if _name.startswith("neuroncompat.") and _name.count(".") == 1:
+            globals().setdefault(_name.split(".", 1)[1], _module)
 
 try:
     if not _imported_by_the_simulator_autoload():
