@@ -210,35 +210,40 @@ def _location(frame: Any) -> str:
     return f"{sites.display(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _redirecting(name: str, original: Callable[..., Any], mapping: Mapping) -> Callable[..., Any]:
-    call = f"torch.cuda.{name}()"
+def _for_user_code(original: Callable[..., Any], on_user: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` for library callers (they see the real device); ``on_user(frame, ...)`` for user code."""
 
     @functools.wraps(original)
     def stand_in(*args: Any, **kwargs: Any) -> Any:
         frame = sys._getframe(1)
         if not is_user_frame(frame):
             return original(*args, **kwargs)
+        return on_user(frame, *args, **kwargs)
+
+    return stand_in
+
+
+def _redirecting(name: str, original: Callable[..., Any], mapping: Mapping) -> Callable[..., Any]:
+    call = f"torch.cuda.{name}()"
+
+    def redirect(frame: Any, *args: Any, **kwargs: Any) -> Any:
         sites.record(frame, call, mapping.became, mapping.rule)
         return mapping.handler(*args, **kwargs)
 
-    return stand_in
+    return _for_user_code(original, redirect)
 
 
 def _refusing(name: str, original: Callable[..., Any], fix: str) -> Callable[..., Any]:
     call = f"torch.cuda.{name}()"
 
-    @functools.wraps(original)
-    def stand_in(*args: Any, **kwargs: Any) -> Any:
-        frame = sys._getframe(1)
-        if not is_user_frame(frame):
-            return original(*args, **kwargs)
+    def refuse(frame: Any, *args: Any, **kwargs: Any) -> Any:
         sites.record(frame, call, "error: no Neuron equivalent", "NM903")
         raise CudaRedirectError(
             f"{call} at {_location(frame)} has no Neuron equivalent, so NEURONCOMPAT_CUDA=redirect "
             f"cannot run it. Fix: {fix}."
         )
 
-    return stand_in
+    return _for_user_code(original, refuse)
 
 
 class _StandInClass(type):
