@@ -5,7 +5,9 @@ The scripts are not in this repository: they are read from snapshots of their pu
 ``owner+name/`` with the files checked out). ``bench/real_scripts.json`` names each script (repo, commit,
 path, arguments, and how its docs launch it on several processes). Each script's directory is extracted to a
 temporary directory and run, with tiny local inputs built here (``neuroncompat.testing``: a causal LM and
-tokenizer, JSON-lines data sets, and the offline hub cache that accelerate's NLP examples read by name):
+tokenizer, JSON-lines data sets, and the offline hub cache that accelerate's NLP examples read by name;
+``packages`` in an entry names the repository's own package directories the script imports, copied beside it
+as an installed package would be):
 
 - ``sim-1``: ``NEURONCOMPAT_SIMULATE=1 python -m neuroncompat script.py ...``, unmodified;
 - ``sim-2``: the same under ``torchrun --nproc_per_node 2 -m neuroncompat`` or
@@ -92,6 +94,21 @@ def build_inputs(root: Path) -> dict[str, str]:
     for name, rows in tables.items():
         (data / name).mkdir(parents=True, exist_ok=True)
         (data / name / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    # Scripts that json.load one file (Alpaca's and FastChat's train.py) read a JSON list, not JSON lines.
+    sharegpt = [
+        {"id": str(i), "conversations": [{"from": "human", "value": a}, {"from": "gpt", "value": b}]}
+        for i, (a, b) in enumerate(zip(first, second))
+    ]
+    (data / "alpaca.json").write_text(json.dumps(tables["alpaca"]))
+    (data / "sharegpt.json").write_text(json.dumps(sharegpt))
+    # philschmid's R1 GRPO script selects 50,000 Countdown rows (numbers and a target) before it trains.
+    (data / "countdown").mkdir()
+    countdown = ({"nums": [i % 7 + 1, i % 5 + 2, i % 3 + 3], "target": i % 20 + 1} for i in range(50_000))
+    (data / "countdown" / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in countdown))
+    # philschmid's FSDP QLoRA script reads train_dataset.json and test_dataset.json from one directory.
+    (data / "qlora").mkdir()
+    for name in ("train_dataset.json", "test_dataset.json"):
+        (data / "qlora" / name).write_text((data / "messages" / "train.jsonl").read_text())
     hf_home = build_glue_mrpc_cache(root / "hf_home")
     return {"model": str(model), "data": str(data), "hf_home": str(hf_home)}
 
@@ -116,6 +133,21 @@ def extract(snapshots: Path, entry: dict, dest: Path) -> Path:
             if name.endswith(".py"):
                 blob = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{name}"], capture_output=True)
                 (dest / Path(name).name).write_bytes(blob.stdout)
+        for package in entry.get("packages", []):
+            files = subprocess.run(
+                ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "--name-only", commit, package + "/"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            for name in files:
+                if name.endswith(".py"):
+                    target = dest / Path(package).name / Path(name).relative_to(package)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    blob = subprocess.run(
+                        ["git", f"--git-dir={git_dir}", "show", f"{commit}:{name}"], capture_output=True
+                    )
+                    target.write_bytes(blob.stdout)
     else:
         tree = snapshots / owner_name / folder
         if not tree.is_dir():
@@ -156,8 +188,13 @@ def run_one(entry: dict, variant: str, snapshots: Path, inputs: dict[str, str], 
         env["NEURONCOMPAT_SIMULATE"] = "1"
     if variant.startswith("mig"):
         before = script.read_text().splitlines()
+        # The repository's own packages are migrated with the script, as `neuron-migrate --write .` would.
+        packages = [str(script.parent / Path(package).name) for package in entry.get("packages", [])]
         migrated = subprocess.run(
-            [sys.executable, "-m", "migrate", "--write", str(script)], env=env, capture_output=True, text=True
+            [sys.executable, "-m", "migrate", "--write", str(script), *packages],
+            env=env,
+            capture_output=True,
+            text=True,
         )
         after = script.read_text().splitlines()
         (work / "migrate.txt").write_text(migrated.stdout + migrated.stderr)

@@ -45,6 +45,14 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     help="Report format: text (diff + summary), json, markdown (PR comment), github (annotations), sarif.",
 )
 @click.option("--no-shim", is_flag=True, help="Do not add `import neuroncompat` to entry scripts.")
+@click.option(
+    "--neuron-kernel",
+    "neuron_kernels",
+    multiple=True,
+    metavar="LAYER=ORG/REPO:CLASS",
+    help='Add a "neuron" entry for LAYER to KernelConfig mappings (NM212), e.g. RMSNorm=org/rmsnorm-nki:RMSNorm; '
+    "repeatable, added to [tool.neuron-migrate] neuron-kernels.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No diff and no summary; only errors.")
 @click.option("--explain", metavar="NMxxx", help="Describe one rule and exit.")
 @click.option("--rules-doc", is_flag=True, help="Print docs/rules.md (generated from the registry) and exit.")
@@ -58,6 +66,7 @@ def main(
     jobs: int | None,
     fmt: str | None,
     no_shim: bool,
+    neuron_kernels: tuple[str, ...],
     quiet: bool,
     explain: str | None,
     rules_doc: bool,
@@ -101,7 +110,17 @@ def main(
         select=_split(select) or _split(tuple(cfg.get("select", ()))),
         ignore=_split(ignore) or _split(tuple(cfg.get("ignore", ()))),
     )
-    options = Options(selection=selection, shim=not no_shim and cfg.get("shim", True))
+    kernels = dict(cfg.get("neuron-kernels", {}))
+    for entry in neuron_kernels:
+        layer, _, repo = entry.partition("=")
+        problem = config_mod.kernel_repo_problem(repo) if layer.strip() else "expected LAYER=org/repo:Class"
+        if problem:
+            click.echo(f"neuron-migrate: --neuron-kernel {entry}: {problem}", err=True)
+            sys.exit(2)
+        kernels[layer.strip()] = repo.strip()
+    options = Options(
+        selection=selection, shim=not no_shim and cfg.get("shim", True), neuron_kernels=tuple(sorted(kernels.items()))
+    )
     fmt = fmt or cfg.get("format", "text")
     if fmt not in FORMATS:
         click.echo(f"neuron-migrate: unknown format {fmt!r} in pyproject.toml (one of {', '.join(FORMATS)})", err=True)

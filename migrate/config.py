@@ -1,7 +1,9 @@
 """`[tool.neuron-migrate]` in the nearest pyproject.toml: defaults for the CLI options.
 
 Keys mirror the options: `select`, `ignore`, `exclude` (lists of strings), `shim` (bool),
-`jobs` (int), `format` (a `--format` name). Options given on the command line win.
+`jobs` (int), `format` (a `--format` name), `neuron-kernels` (a table: layer name -> Neuron kernel
+repo `"org/repo:Layer"`, for NM212; `--neuron-kernel LAYER=REPO` entries are added to it). Options
+given on the command line win.
 """
 
 from __future__ import annotations
@@ -12,7 +14,15 @@ from typing import Any
 
 import tomllib
 
-KEYS = {"select": list, "ignore": list, "exclude": list, "shim": bool, "jobs": int, "format": str}
+KEYS = {
+    "select": list,
+    "ignore": list,
+    "exclude": list,
+    "shim": bool,
+    "jobs": int,
+    "format": str,
+    "neuron-kernels": dict,
+}
 
 
 @dataclass
@@ -23,6 +33,13 @@ class Config:
 
 class ConfigError(ValueError):
     """A malformed `[tool.neuron-migrate]` table (exit code 2)."""
+
+
+def kernel_repo_problem(repo: object) -> str | None:
+    """Why `repo` is no Neuron kernel repo as `KernelConfig` takes one (`"org/repo:Layer"`), or None."""
+    if not isinstance(repo, str) or "/" not in repo or ":" not in repo or repo.endswith(":"):
+        return f'expected "org/repo:LayerName" (a Hub kernel repo with a torch-neuron build), got {repo!r}'
+    return None
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -54,4 +71,9 @@ def load(start: Path) -> Config:
             kind is list and isinstance(value, list) and not all(isinstance(v, str) for v in value)
         ):
             raise ConfigError(f"{path}: [tool.neuron-migrate].{key} must be {kind.__name__}")
+        if isinstance(value, dict):
+            for layer, repo in value.items():
+                problem = kernel_repo_problem(repo)
+                if problem:
+                    raise ConfigError(f"{path}: [tool.neuron-migrate].{key}.{layer}: {problem}")
     return Config(values=table, source=path)

@@ -52,9 +52,10 @@ class FileContext:
     flow: GenerateFlow = field(default_factory=GenerateFlow)
     pending: list[Candidate] = field(default_factory=list)  # bound to their node by the transformer
     callee: str | None = None  # set while call keywords are rewritten: the called name
-    option_default: bool = False  # set while an argparse/dataclass default is rewritten (a value the CLI may replace)
+    elif_clause: bool = False  # set while the hooks of an `If` run: whether it is an `elif` clause
     text: str = ""  # the decoded source, for whole-file facts a rule needs (e.g. `pad_token`)
     family_state: dict[str, Any] = field(default_factory=dict)  # per-file state a family keeps across hooks
+    neuron_kernels: dict[str, str] = field(default_factory=dict)  # layer -> Neuron kernel repo (NM212's option)
 
     skipping: int = 0  # open frames with `skip_rules`: while 0, `enabled` is the selection alone
 

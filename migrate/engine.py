@@ -2,6 +2,11 @@
 
 The engine never touches the file system; `migrate.runner` reads and writes. Working on bytes
 lets libcst detect and keep the encoding (PEP 263 cookie, BOM) and line endings.
+
+A pass can change a fact another rule decides by (a TODO that names `device_map`, an import
+another rule queued), so a changed file is migrated again until a pass changes nothing, as
+ruff's fix loop does: the output is always a fixed point, and running neuron-migrate on its own
+output changes nothing. Nearly every file settles in one pass (the second only confirms it).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.facts import FileFacts, wants_shim
 from migrate.imports import SHIM, add_imports
-from migrate.markers import SKIP_FILE, TODO_PREFIX
+from migrate.markers import SKIP_FILE, TODO_PREFIX, without_todos
 from migrate.names import ImportMap
 from migrate.prefilter import may_need_migration
 from migrate.registry import Selection
@@ -33,6 +38,8 @@ class Options:
 
     selection: Selection = Selection()
     shim: bool = True
+    # (layer name, Neuron kernel repo "org/repo:Layer") pairs NM212 adds to `KernelConfig` mappings
+    neuron_kernels: tuple[tuple[str, str], ...] = ()
 
 
 class Finding(NamedTuple):
@@ -91,8 +98,62 @@ def find_todos(text: str, cell: int | None = None) -> list[Finding]:
     return found
 
 
+# Passes before a file that still changes is reported as an internal error (a rule that undoes
+# another's rewrite would otherwise loop forever); real files settle in one or two.
+MAX_PASSES = 5
+
+
 def migrate_source(data: bytes, path: str, options: Options = Options()) -> FileResult:
-    """Return what migrating `data` (the bytes of the file at `path`) produces."""
+    """Return what migrating `data` (the bytes of the file at `path`) produces: the fixed point.
+
+    Each further pass starts from the previous output; the result reports every pass's rewrites
+    and notes, and the change from the original text to the final one.
+    """
+    result = _migrate_once(data, path, options)
+    for _ in range(MAX_PASSES - 1):
+        if result.status != "changed":
+            return result
+        assert result.new is not None
+        again = _migrate_once(result.new, path, options)
+        if again.status == "unchanged":
+            return result
+        if again.status != "changed":
+            return _not_converging(path, f"pass 2 or later gave {again.status}: {again.error}")
+        result = _merged(result, again)
+    if result.status == "changed":
+        assert result.new is not None
+        if _migrate_once(result.new, path, options).status != "unchanged":
+            return _not_converging(path, f"still changing after {MAX_PASSES} passes")
+    return result
+
+
+def _merged(first: FileResult, later: FileResult) -> FileResult:
+    """One result for two passes: the first's input, the later's output, both passes' rewrites and notes."""
+    hits = first.hits + later.hits
+    warnings = list(dict.fromkeys([*first.warnings, *later.warnings]))
+    old = first.changes[0].old
+    return FileResult(
+        first.path,
+        "changed",
+        new=later.new,
+        hits=hits,
+        todos=later.todos,
+        warnings=warnings,
+        changes=[TextChange(old, later.changes[0].new)],
+    )
+
+
+def _not_converging(path: str, detail: str) -> FileResult:
+    return FileResult(
+        path,
+        "internal-error",
+        error=f"{path}: internal error: the migration does not reach a fixed point ({detail}); "
+        "file left unchanged, please report this",
+    )
+
+
+def _migrate_once(data: bytes, path: str, options: Options) -> FileResult:
+    """One pass: parse, traverse with every rule, add imports, verify the output parses."""
     if SKIP_FILE.search(data):
         return FileResult(path, "skipped")
     rules_may_apply = may_need_migration(data)
@@ -106,8 +167,15 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
     except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
         return FileResult(path, "error", error=f"{path}:1: cannot decode: {exc}", error_line=1)
     text = data.decode(module.encoding, errors="replace")
-    facts = FileFacts.from_text(text)
-    ctx = FileContext(imports=ImportMap(), facts=facts, selection=options.selection, text=text)
+    user_text = without_todos(text)  # facts come from the script, never from a TODO an earlier run wrote
+    facts = FileFacts.from_text(user_text)
+    ctx = FileContext(
+        imports=ImportMap(),
+        facts=facts,
+        selection=options.selection,
+        text=user_text,
+        neuron_kernels=dict(options.neuron_kernels),
+    )
     transformer = MigrationTransformer(ctx, track_generate=".generate(" in text)
     if rules_may_apply:
         new_module = module.visit(transformer)

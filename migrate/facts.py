@@ -19,11 +19,20 @@ _MULTI_PROCESS = re.compile(
 _TRAINER = re.compile(r"\b\w*Trainer\(")
 # The `if __name__ == "__main__":` guard, in either quote style.
 _MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.M)
-# The calls that run training or inference.
-_RUN_CALL = r"(?:\.train\(|\.generate\(|\bpipeline\(|\.from_pretrained\(|\.backward\(|\.fit\()"
+# The calls that run training or inference, and the command-line parse of a script run as a program (a
+# module never parses `sys.argv` when imported: pytorch/examples' `word_language_model` parses at module level
+# and trains from a top-level `try:` calling its own `train()`).
+_RUN_CALL = (
+    r"(?:\.train\(|\.generate\(|\bpipeline\(|\.from_pretrained\(|\.backward\(|\.fit\("
+    r"|\.parse_args\(|\.parse_known_args\(|\.parse_args_into_dataclasses\(|\.parse_args_and_config\("
+    # command-line launchers: alpaca-lora's `fire.Fire(train)`, tyro, typer, jsonargparse
+    r"|\bFire\(|\btyro\.cli\(|\btyper\.run\(|\bCLI\()"
+)
+# A column-0 call of the file's own entry function with no main guard (`main()` as a script's last line).
+_OWN_ENTRY_CALL = re.compile(r"^(main|train|run|cli|finetune|inference|evaluate|generate)\([^\n]*$", re.M)
 # Top-level code that runs training or inference when the file is executed: a statement that
 # starts in column 0 (so not inside a def/class) and calls one of these.
-_TOP_LEVEL_RUN = re.compile(r"^(?!def |class |async |@|import |from |#)\S[^\n]*" + _RUN_CALL, re.M)
+_TOP_LEVEL_RUN = re.compile(r"^(?!def |class |async |@|import |from |#)(?=\S)[^\n]*" + _RUN_CALL, re.M)
 # A top-level compound statement whose block may hold such a call (nanoGPT's `sample.py` runs
 # `with torch.no_grad():` / `with ctx:` / `for k in ...:` / `y = model.generate(...)`), and the
 # clauses that continue it in column 0.
@@ -75,7 +84,15 @@ _SHIMMED_IMPORT = re.compile(
 
 def is_entry_script(text: str) -> bool:
     """A file that is run, not imported (see `FileFacts.entry_script`)."""
-    return bool(_MAIN_GUARD.search(text) or _TOP_LEVEL_RUN.search(text) or _block_runs(text))
+    return bool(_MAIN_GUARD.search(text) or _TOP_LEVEL_RUN.search(text) or _block_runs(text) or _own_entry(text))
+
+
+def _own_entry(text: str) -> bool:
+    """`main()` at column 0 of a file that defines `def main(`: the script runs it when executed."""
+    return any(
+        re.search(rf"^(?:async[ \t]+)?def[ \t]+{call.group(1)}\(", text, re.M)
+        for call in _OWN_ENTRY_CALL.finditer(text)
+    )
 
 
 def wants_shim(text: str) -> bool:
@@ -95,9 +112,12 @@ class FileFacts:
     `entry_script` decides whether `import neuroncompat` is added: a file that is run, not
     imported. It is true when the file has a module-level `if __name__ == "__main__":` guard,
     or module-level code that calls `.train(`, `.generate(`, `pipeline(`, `.from_pretrained(`,
-    `.backward(` or `.fit(`: a column-0 statement, or a call anywhere in the block of a
+    `.backward(`, `.fit(`, parses its command line (`parser.parse_args()`, `parse_known_args`,
+    HfArgumentParser's and TrlParser's) or hands it to a CLI launcher (`fire.Fire`, `tyro.cli`, `typer.run`,
+    jsonargparse's `CLI`): a column-0 statement, or a call anywhere in the block of a
     module-level `for`/`while`/`with`/`if`/`try` (nanoGPT-style training loops, `sample.py`'s
-    `with torch.no_grad():` generation, notebook exports). Library modules that only define
+    `with torch.no_grad():` generation, notebook exports); or a column-0 call of its own `main`/`train`/...
+    function (a script that ends in `main()`). Library modules that only define
     functions and classes, or run nothing at module level (`with open(...)` reading a config),
     never get the shim.
     """

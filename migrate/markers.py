@@ -18,6 +18,16 @@ TODO_PREFIX = "# TODO(neuron-migrate "  # what every TODO the codemod writes sta
 RULE_SKIP_MARKER = SKIP_MARKER + "["  # the start of a per-rule skip, `skip[NM305,NM2]`
 
 _SKIP = re.compile(re.escape(SKIP_MARKER) + r"(?:\[([^\]\n]*)\])?")
+_TODO_LINES = re.compile(r"^[ \t]*" + re.escape(TODO_PREFIX) + r".*\n?", re.M)
+
+
+def without_todos(text: str) -> str:
+    """`text` without the TODO comment lines neuron-migrate wrote, for reading facts about the file.
+
+    A TODO's words are the codemod's, not the script's: one that says `device_map="neuron"` or
+    `torchrun` must not make the next run decide differently (the output would not be a fixed point).
+    """
+    return _TODO_LINES.sub("", text) if TODO_PREFIX in text else text
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ a file without any of them cannot produce a rewrite or a TODO. The test is delib
 common in library code but only rewritten in specific call shapes (`.generate(`, `pipeline(`,
 `DataLoader(`) are included because scripts, the target, use them directly. Optimum Neuron
 and torch_xla scripts are recognised by their imports (`optimum.neuron`, `torch_xla`), the
-`"xla"` device/backend string and torch_xla's environment variables.
+`"xla"` device/backend string and torch_xla's environment variables; diffusers scripts by the calls
+only they make (`compile_repeated_blocks(`, `set_attention_backend(`, offloading) and by the pipeline
+call arguments a loop may vary (`height=size`).
 """
 
 from __future__ import annotations
@@ -23,10 +25,15 @@ _TOKENS = (
     rb"use_vllm|(?:from|import)\s+(?:vllm|deepspeed|triton|apex|unsloth|liger_kernel)\b|"
     rb"evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|"
     rb"max_prompt_length|group_by_length|use_mps_device|\bno_cuda\b|Trainer\(|"
-    rb"prepare_model_for_kbit_training|DistributedDataParallel|\bDDP\(|quantization_config|max_memory\s*=|"
+    rb"prepare_model_for_(?:kbit|int8)_training|DataParallel|\bDDP\(|quantization_config|max_memory\s*=|"
     rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE|"
     rb"\b(?:tp_plan|tp_size|device_mesh|distributed_config)\s*=|NEURON_(?:CC_FLAGS|COMPILE_CACHE_URL|PARALLEL_COMPILE)|"
-    rb"CUSTOM_CACHE_REPO|init_device_mesh\(|setup_chat_format"
+    rb"CUSTOM_CACHE_REPO|init_device_mesh\(|setup_chat_format|\b(?:ORPO|CPO|GKD|OnlineDPO)(?:Config|Trainer)\b|"
+    rb"MergeModelCallback|DataCollatorForChatML|\bget_kernel\(|use_kernels|KernelConfig\(|"
+    # diffusers: generators, attention backends, regional compile, offloading, tuning flags, quantizers, call shapes
+    rb"torch\.Generator\(|attention_backend\(|DIFFUSERS_ATTN_BACKEND|compile_repeated_blocks\(|group_offload|"
+    rb"sequential_cpu_offload|channels_last|_inductor|cudnn|QuantizationConfig\(|QuantoConfig\(|"
+    rb"\b(?:num_images_per_prompt|guidance_scale)\s*=|\b(?:height|width)\s*=\s*[A-Za-z_]"
 )
 _TRIGGERS = re.compile(_TOKENS)
 _DOCTEST = re.compile(rb"[ \t]*(?:>>>|\.\.\.)")
@@ -69,9 +76,9 @@ _LITERALS = (
     b"group_by_length",
     b"use_mps_device",
     b"Trainer(",
-    b"prepare_model_for_kbit_training",
+    b"prepare_model_for_",
     b"DDP(",
-    b"DistributedDataParallel",
+    b"DataParallel",
     b"quantization_config",
     b"max_memory",
     b"optimum",
@@ -86,6 +93,29 @@ _LITERALS = (
     b"CUSTOM_CACHE_REPO",
     b"init_device_mesh(",
     b"setup_chat_format",
+    b"ORPO",
+    b"CPO",
+    b"GKD",
+    b"OnlineDPO",
+    b"MergeModelCallback",
+    b"get_kernel(",
+    b"use_kernels",
+    b"KernelConfig(",
+    b"Generator(",
+    b"attention_backend(",
+    b"DIFFUSERS_ATTN_BACKEND",
+    b"compile_repeated_blocks(",
+    b"group_offload",
+    b"sequential_cpu_offload",
+    b"channels_last",
+    b"_inductor",
+    b"cudnn",
+    b"QuantizationConfig(",
+    b"QuantoConfig(",
+    b"num_images_per_prompt",
+    b"guidance_scale",
+    b"height",
+    b"width",
 )
 
 

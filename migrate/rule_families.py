@@ -8,8 +8,10 @@ Each entry is a module with a `RULES` tuple (possibly empty for the shared-hook 
 - `legacy` (the removal and import machinery the Optimum Neuron and torch_xla families share)
   before those families, which then run after the generic rewrites have already renamed
   `torch_dtype` or `tokenizer=` in the calls they move;
+- `retired` after the rewriting families: it drops the imports of names their rewrites retired, once
+  the tree is final;
 - `todo` last among the Python hooks, so it sees the final call shapes;
-- `todo_catalogue` (the NM901-NM920 TODO texts, whose hooks live in `todo` and the families that
+- `todo_catalogue` (the NM9xx TODO texts, whose hooks live in `todo` and the families that
   detect them) and `configs.catalog` (NM8xx, applied by the YAML/shell migrators) carry rules only.
 
 To add a rule: append a `Rule(...)` (with its fix `safety`, and `safety_reason` when unsafe) to
@@ -30,20 +32,25 @@ from migrate.rules import (
     compile_env,
     cuda_api,
     device,
+    diffusers_cuda,
     distributed,
     drift,
     generate,
+    hub_kernels,
     legacy,
     legacy_tensor_types,
+    optimum_diffusion,
     optimum_inference,
     optimum_training,
     precision,
     quantization,
+    retired,
     settings,
     static_shapes,
     tensor_parallel,
     todo,
     todo_catalogue,
+    trl_moved,
     xla,
 )
 from migrate.rules.base import Hook, hooks_of
@@ -56,16 +63,21 @@ RULE_FAMILIES: tuple[ModuleType, ...] = (
     precision,
     attention,
     quantization,
+    hub_kernels,
     generate,
     static_shapes,
+    diffusers_cuda,
     distributed,
     legacy,
     drift,
+    trl_moved,
     optimum_training,
     optimum_inference,
+    optimum_diffusion,
     tensor_parallel,
     compile_env,
     xla,
+    retired,
     todo,
     todo_catalogue,
     catalog,

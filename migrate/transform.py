@@ -142,6 +142,8 @@ class MigrationTransformer(cst.CSTTransformer):
         result: HookResult = updated_node
         hooks = HOOKS.get(type(updated_node).__name__)
         if hooks:
+            if kind is cst.If:  # an `elif` clause must stay an `If`: hooks that replace an `if` ask
+                ctx.elif_clause = id(original_node) in self.elifs
             node_type = type(updated_node)
             node: cst.CSTNode = updated_node
             for hook in hooks:

@@ -104,7 +104,7 @@ def run(argv: tuple[str, ...]) -> None:
     "strict_kinds",
     multiple=True,
     type=click.Choice(STRICT_KINDS),
-    help="A kind --strict fails on (repeatable; implies --strict) [default: all].",
+    help="A kind --strict fails on (repeatable; implies --strict) [default: all but int64_on_device].",
 )
 @click.option(
     "--cpu-fallback-op",

@@ -1,14 +1,14 @@
-"""``neuroncompat doctor``: what this machine has, what the shim does about it, and the CUDA redirect's state."""
+"""``neuroncompat doctor``: what this machine has, what the shim does about it, the CUDA redirect's state and Hub kernels'."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import os
 
-from neuroncompat import shim
+from neuroncompat import followed_release, kernels_status, shim
 from neuroncompat.cuda import status as redirect_status
 
-_LIBRARIES = ("torch", "torch-neuronx", "torch-xla", "transformers", "trl", "accelerate", "peft", "libcst")
+_LIBRARIES = ("torch", "torch-neuronx", "torch-xla", "transformers", "trl", "accelerate", "peft", "kernels", "libcst")
 
 
 def _version(dist: str) -> str:
@@ -38,15 +38,20 @@ def report() -> list[str]:
     lines = [
         f"Neuron: {'yes' if found.kind in ('native', 'simulated') else 'no'} ({found.reason})",
         f"torch-neuronx kind: {found.kind}" + (f" {found.version}" if found.version else ""),
+        f"follows: {followed_release.FOLLOWED}; {followed_release.NEWER}",
         f"NEURON_RT_VISIBLE_CORES: {os.environ.get('NEURON_RT_VISIBLE_CORES', '(unset: all cores)')}",
         f"NEURON_LOGICAL_NC_CONFIG: {os.environ.get('NEURON_LOGICAL_NC_CONFIG', '(unset: LNC=2)')}",
     ]
+    note = followed_release.installed_note(found.version if found.kind == "native" else None)
+    if note:
+        lines.append(f"NOTE: {note}")
     if found.kind in ("native", "simulated"):
         import torch
 
         lines.append(f"visible NeuronCores: {torch.neuron.device_count()}")  # type: ignore[attr-defined]
         _import_patch_targets()
     lines.extend(redirect_status.lines(found.kind in ("native", "simulated")))
+    lines.extend(kernels_status.lines(found.kind in ("native", "simulated")))
     lines.append("libraries:")
     lines.extend(f"  {dist:<14} {_version(dist)}" for dist in _LIBRARIES)
     lines.append("patches (NEURONCOMPAT_DISABLE=id,... turns one off):")

@@ -3,7 +3,8 @@
 One patch fixes one gap. It names the modules it patches (``targets``); the shim calls
 ``patch_module`` for each right after it is imported (or at once if it already was), and the
 patch answers whether the upstream gap still exists there (feature detection, never version
-strings). Every change goes through :meth:`Patch.replace` or :meth:`Patch.set_env`, so
+strings). Every change goes through :meth:`Patch.replace` or :meth:`Patch.set_env` (or, for a
+hook handle or an ``atexit`` function, registers its undo with :meth:`Patch.undo_with`), so
 :meth:`Patch.revert` restores exactly what was there, and through :meth:`Patch.changed`, so
 each distinct change is logged once on the ``neuroncompat`` logger.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, ClassVar, NoReturn
 
@@ -52,7 +54,7 @@ class Patch:
       Example;
     * ``patch_module`` checks that the upstream gap still exists (feature detection, never a
       version string) and returns False where it does not: the shim reports it ``stood-down``;
-    * every change goes through :meth:`replace`/:meth:`set_env` (undoable) and is logged once
+    * every change goes through :meth:`replace`/:meth:`set_env`/:meth:`undo_with` (undoable) and is logged once
       with :meth:`changed` or :meth:`warn`; an explicit user value is kept, or changed loudly;
     * it can be turned off by ``id`` (``NEURONCOMPAT_DISABLE``, ``apply(skip=...)``);
     * to stop a run that cannot work it calls :meth:`fail`; any other exception it raises is
@@ -64,12 +66,17 @@ class Patch:
     targets: ClassVar[tuple[str, ...]] = ()
     # What :meth:`fail` raises: :class:`PatchError` or a subclass a caller may want to catch by name.
     error: ClassVar[type[PatchError]] = PatchError
+    # True for a patch whose ``activate`` only checks the environment for a setting the device runtime would
+    # refuse: under ``NEURONCOMPAT_SIMULATE`` the shim runs it before the simulated device starts, as on a trn2
+    # ``import neuroncompat`` runs it before ``import torch`` starts the runtime.
+    before_device: ClassVar[bool] = False
 
     def __init__(self) -> None:
         # (global order, owner, attribute, original): the order lets the shim undo wrappers that
         # several patches stacked on one attribute newest-first.
         self._undo: list[tuple[int, Any, str, Any]] = []
         self._env_undo: list[tuple[str, str | None]] = []
+        self._undo_calls: list[Callable[[], None]] = []
         self._logged: set[str] = set()
         self.state = "waiting"
         self.detail = ""
@@ -85,9 +92,13 @@ class Patch:
         return True
 
     # -- helpers ------------------------------------------------------------------------------
-    def replace(self, owner: Any, attr: str, value: Any) -> Any:
-        """Set ``owner.attr = value``, remembering the original (from ``__dict__`` for classes)."""
-        original = owner.__dict__.get(attr, _MISSING) if isinstance(owner, type) else getattr(owner, attr, _MISSING)
+    def replace(self, owner: Any, attr: str, value: Any, own: bool = False) -> Any:
+        """Set ``owner.attr = value``, remembering the original (from ``__dict__`` for classes, and for
+        any owner with ``own=True``: an instance attribute shadowing a method is deleted on revert)."""
+        if own or isinstance(owner, type):
+            original = owner.__dict__.get(attr, _MISSING)
+        else:
+            original = getattr(owner, attr, _MISSING)
         self._undo.append((next(_sequence), owner, attr, original))
         setattr(owner, attr, value)
         return original
@@ -95,6 +106,11 @@ class Patch:
     def set_env(self, key: str, value: str) -> None:
         self._env_undo.append((key, os.environ.get(key)))
         os.environ[key] = value
+
+    def undo_with(self, undo: Callable[[], None]) -> None:
+        """Have :meth:`revert` call ``undo``: for a change that is no attribute or variable (a hook
+        handle to remove, an ``atexit`` function to unregister)."""
+        self._undo_calls.append(undo)
 
     def changed(self, message: str, *args: Any) -> None:
         """Log one INFO line per distinct change."""
@@ -156,5 +172,8 @@ def revert_all(patches: list[Patch]) -> None:
                 pass
         else:
             setattr(owner, attr, original)
+    for patch in reversed(patches):
+        while patch._undo_calls:
+            patch._undo_calls.pop()()
     for patch in reversed(patches):
         patch._revert_env()

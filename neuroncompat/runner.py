@@ -20,7 +20,7 @@ import sys
 import traceback
 from types import TracebackType
 
-from neuroncompat import child_processes, neuron_missing_hint
+from neuroncompat import child_processes, error_hints
 from neuroncompat.simulate import RECORD_ENV
 
 _TOOL_FILES = frozenset(os.path.normcase(os.path.abspath(f)) for f in (__file__, runpy.__file__))
@@ -74,7 +74,11 @@ def main(argv: list[str]) -> None:
     except BaseException as exc:  # noqa: BLE001  (printed as the interpreter would, then exit 1)
         frames = _user_frames(exc.__traceback__)
         traceback.print_exception(type(exc), exc, frames)
-        neuron_missing_hint.advise(exc)
+        # as the interpreter records an uncaught exception (exit-time code, such as unused_device, reads it)
+        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, frames
+        if sys.version_info >= (3, 12):
+            sys.last_exc = exc
+        error_hints.advise(exc)
         sys.stderr.flush()
         # under `neuroncompat simulate`, say which rank failed; accelerate launch's own error is about its ranks
         if os.environ.get(RECORD_ENV) and argv[:2] != ["-m", "accelerate.commands.launch"]:

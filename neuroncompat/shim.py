@@ -2,11 +2,12 @@
 
 ``import neuroncompat`` calls :func:`start` once (:func:`apply` without building the status).
 Off Neuron it does nothing but log one DEBUG line and wrap ``sys.excepthook`` so that a migrated
-script dying of the missing ``torch.neuron`` ends with a hint about the simulator
-(:mod:`neuroncompat.neuron_missing_hint`). On Neuron
+script dying of the missing ``torch.neuron`` (or ``neuron`` device) ends with a hint about the
+simulator (:mod:`neuroncompat.error_hints`). On Neuron
 (TorchNeuron installed, or the simulator on) each patch not disabled by ``NEURONCOMPAT_DISABLE``
 or ``apply(skip=...)`` runs its environment step at once and patches each target module when
-that module is imported.
+that module is imported; the exception hook there points a CUDA script's ``Torch not compiled
+with CUDA enabled`` at the CUDA redirect and ``neuron-migrate``.
 
 Failures: a :class:`~neuroncompat.patch.PatchError` (raised on purpose through ``Patch.fail``)
 passes through, so the script stops with the patch's message; the patch is undone first. Any other
@@ -31,7 +32,7 @@ from collections import namedtuple
 from collections.abc import Sequence
 from types import ModuleType
 
-from neuroncompat import neuron_missing_hint
+from neuroncompat import error_hints
 from neuroncompat.detect import Detection, clear_availability_caches, detect_torch_neuronx
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -84,8 +85,12 @@ def _on_neuron(found: Detection) -> bool:
     return False
 
 
+def _simulating() -> bool:
+    return os.environ.get("NEURONCOMPAT_SIMULATE", "").lower() in ("1", "true", "yes", "on")
+
+
 def _maybe_start_simulator() -> None:
-    if os.environ.get("NEURONCOMPAT_SIMULATE", "").lower() in ("1", "true", "yes", "on"):
+    if _simulating():
         from neuroncompat import simulator
 
         if not simulator.is_enabled():
@@ -93,6 +98,18 @@ def _maybe_start_simulator() -> None:
         from neuroncompat.simulate import record
 
         record.start_from_env()
+
+
+def _check_before_device(disabled: set[str]) -> None:
+    """Under the simulator, the patches that check the environment for what the runtime refuses run before the
+    simulated device starts (which refuses it too, with a traceback), as on hardware they run before ``import
+    torch``: a bad ``NEURON_RT_VISIBLE_CORES`` stops the script with the patch's message alone."""
+    if not _simulating() or "all" in disabled:
+        return
+    for cls in _patch_types():
+        if cls.before_device and cls.id not in disabled:
+            patch = _patches[cls.id] = cls()
+            _start(patch)
 
 
 def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchStatus]:
@@ -112,23 +129,26 @@ def start(skip: set[str] | list[str] | tuple[str, ...] = ()) -> None:
             raise ValueError(f"unknown neuroncompat patch id(s) {sorted(unknown)}; known: {', '.join(patch_ids())}")
         if _active:
             return
-        _maybe_start_simulator()
-        _detection = detect_torch_neuronx()
         from_env = _disabled_from_env()
         disabled = set(skip) | from_env
         _patches.clear()
+        _check_before_device(disabled)
+        _maybe_start_simulator()
+        _detection = detect_torch_neuronx()
         if not _on_neuron(_detection):
+            _patches.clear()
             _inactive = True
             if "logging" in sys.modules:
                 _logger().debug("neuroncompat: no Neuron device (%s); nothing patched", _detection.reason)
-            neuron_missing_hint.install()
+            error_hints.install(on_neuron=False)
             _cuda_redirect_from_env(on_neuron=False)
             return
         from neuroncompat import hooks
 
         _inactive = False
+        started = dict(_patches)  # by _check_before_device
         for cls in _patch_types():
-            _patches[cls.id] = cls()
+            _patches[cls.id] = started.get(cls.id) or cls()
         _active = True
         if _detection.kind == "native":
             hooks.when_imported("torch", _register_native_backend)
@@ -138,7 +158,9 @@ def start(skip: set[str] | list[str] | tuple[str, ...] = ()) -> None:
                 by_env = "all" in from_env or patch.id in from_env
                 patch.detail = "disabled by NEURONCOMPAT_DISABLE" if by_env else "disabled by apply(skip=...)"
                 continue
-            _start(patch)
+            if patch.id not in started:
+                _start(patch)
+        error_hints.install(on_neuron=True)
         _cuda_redirect_from_env(on_neuron=True)
 
 

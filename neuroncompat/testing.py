@@ -11,47 +11,49 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-_WORDS = (
-    "the neuron core compiles a graph for every new shape so pad your batches to a multiple "
-    "of one hundred twenty eight and keep the cache static while the model learns to answer "
-    "short questions about trainium training inference tokens loss steps and checkpoints"
-).split()
-
-SPECIAL_TOKENS = {"pad_token": "<pad>", "eos_token": "</s>", "bos_token": "<s>", "unk_token": "<unk>"}
-
-# Qwen3-style chat template, enough for TRL's conversational datasets.
-CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+# The tiny diffusion pipelines live in their own module; tests and dry runs import them from here too.
+from neuroncompat.tiny_pipelines import (
+    PIPELINE_KINDS as PIPELINE_KINDS,
+)
+from neuroncompat.tiny_pipelines import (
+    build_clip_tokenizer as build_clip_tokenizer,
+)
+from neuroncompat.tiny_pipelines import (
+    build_stable_diffusion as build_stable_diffusion,
+)
+from neuroncompat.tiny_pipelines import (
+    build_tiny_pipeline as build_tiny_pipeline,
+)
+from neuroncompat.tiny_pipelines import (
+    flux_pipeline as flux_pipeline,
+)
+from neuroncompat.tiny_pipelines import (
+    qwenimage_pipeline as qwenimage_pipeline,
+)
+from neuroncompat.tiny_pipelines import (
+    stable_diffusion_pipeline as stable_diffusion_pipeline,
+)
+from neuroncompat.tiny_pipelines import (
+    stable_diffusion_xl_pipeline as stable_diffusion_xl_pipeline,
+)
+from neuroncompat.tiny_pipelines import (
+    tiny_pipeline as tiny_pipeline,
 )
 
-
-def sentences(count: int, min_words: int = 3, max_words: int = 40, seed: int = 0) -> list[str]:
-    """``count`` sentences with lengths spread over ``min_words..max_words``."""
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(_WORDS) for _ in range(rng.randint(min_words, max_words))) for _ in range(count)]
-
-
-def build_tokenizer(path: str | Path) -> Path:
-    """Train a small word-level tokenizer and save it as a ``PreTrainedTokenizerFast``."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel(unk_token=SPECIAL_TOKENS["unk_token"]))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    specials = list(SPECIAL_TOKENS.values()) + ["<|im_start|>", "<|im_end|>"]
-    trainer = trainers.WordLevelTrainer(special_tokens=specials)
-    corpus = sentences(200) + ["user assistant system : ? ! . , 0 1 2 3 4 5 6 7 8 9"]
-    tok.train_from_iterator(corpus, trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, **SPECIAL_TOKENS)
-    fast.chat_template = CHAT_TEMPLATE
-    path = Path(path)
-    fast.save_pretrained(path)
-    return path
+# The word list, sentences and tokenizer live in tiny_text (tiny_pipelines needs them too).
+from neuroncompat.tiny_text import _WORDS
+from neuroncompat.tiny_text import CHAT_TEMPLATE as CHAT_TEMPLATE
+from neuroncompat.tiny_text import SPECIAL_TOKENS as SPECIAL_TOKENS
+from neuroncompat.tiny_text import build_tokenizer as build_tokenizer
+from neuroncompat.tiny_text import sentences as sentences
 
 
-def build_causal_lm(path: str | Path, arch: str = "qwen3", layers: int = 2, seed: int = 0) -> Path:
-    """Save a tokenizer and a randomly initialised causal LM (hidden 64) to ``path``."""
+def build_causal_lm(path: str | Path, arch: str = "qwen3", layers: int = 2, seed: int = 0, hidden: int = 64) -> Path:
+    """Save a tokenizer and a randomly initialised causal LM (hidden 64 unless told) to ``path``.
+
+    ``hidden`` sets the width (MLP twice as wide, 4 heads of ``hidden // 4``, 2 key/value heads):
+    benchmarks use a wider model to see where per-op overhead stops mattering.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, PreTrainedConfig, Qwen3Config
 
@@ -60,8 +62,8 @@ def build_causal_lm(path: str | Path, arch: str = "qwen3", layers: int = 2, seed
     tokenizer = AutoTokenizer.from_pretrained(path)
     common = dict(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
         num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
@@ -73,7 +75,7 @@ def build_causal_lm(path: str | Path, arch: str = "qwen3", layers: int = 2, seed
     )
     config: PreTrainedConfig
     if arch == "qwen3":
-        config = Qwen3Config(head_dim=16, **common)
+        config = Qwen3Config(head_dim=hidden // 4, **common)
     elif arch == "llama":
         config = LlamaConfig(**common)
     else:
@@ -139,6 +141,62 @@ def cache_model(hf_home: str | Path, repo_id: str, source: str | Path) -> Path:
     shutil.copytree(source, snapshot)
     (repo / "refs").mkdir(parents=True, exist_ok=True)
     (repo / "refs" / "main").write_text(_SNAPSHOT)
+    return snapshot
+
+
+def _kernel_backend(variant: str) -> str:
+    """The backend kernels' ``metadata.json`` names for a build variant directory."""
+    if variant == "torch-universal":
+        return "cuda"  # legacy universal builds are Triton, run on CUDA
+    if variant.startswith("torch-") and "-" not in variant[len("torch-") :]:
+        return variant[len("torch-") :]  # noarch: torch-neuron, torch-cpu, torch-xpu
+    return "rocm" if "-rocm" in variant else "cuda"
+
+
+def build_kernel_repo(path: str | Path, name: str, builds: dict[str, dict[str, str]]) -> Path:
+    """Write a Hub kernel repo at ``path``: ``builds`` maps a build variant (``torch-neuron``,
+    ``torch-universal``, ``torch29-cxx11-cu128-x86_64-linux``) to its files (name -> source).
+
+    Each build gets the ``metadata.json`` kernels reads (``name`` in kernels' spelling, e.g.
+    ``rmsnorm-neuron``; the backend follows the variant; a ``torch-neuron`` build depends on ``nki``,
+    as Neuron builds do). The repo works as a local kernel (``get_local_kernel``,
+    ``LocalLayerRepository``, ``KernelConfig(use_local_kernel=True)``) and, filed with
+    :func:`cache_kernel`, as a Hub kernel offline.
+    """
+    import json
+
+    root = Path(path)
+    for variant, files in builds.items():
+        build = root / "build" / variant
+        build.mkdir(parents=True, exist_ok=True)
+        for file, source in files.items():
+            (build / file).write_text(source)
+        backend = _kernel_backend(variant)
+        metadata = {
+            "name": name,
+            "id": f"{name}_{variant}".replace("-", "_"),
+            "version": 1,
+            "license": "Apache-2.0",
+            "backend": {"type": backend},
+            "python-depends": ["nki"] if backend == "neuron" else [],
+        }
+        (build / "metadata.json").write_text(json.dumps(metadata))
+    return root
+
+
+def cache_kernel(hf_home: str | Path, repo_id: str, source: str | Path, version: int = 1) -> Path:
+    """File the kernel repo ``source`` (:func:`build_kernel_repo`) in ``hf_home``'s hub cache as version
+    ``version`` of ``repo_id``, so that ``get_kernel(repo_id, version=version)`` and ``has_kernel`` find it
+    with ``HF_HUB_OFFLINE=1`` as a kernel downloaded earlier. Returns the snapshot directory."""
+    import shutil
+
+    repo = Path(hf_home) / "hub" / ("kernels--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / _SNAPSHOT
+    if snapshot.exists():
+        shutil.rmtree(snapshot)
+    shutil.copytree(source, snapshot)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / f"v{version}").write_text(_SNAPSHOT)
     return snapshot
 
 

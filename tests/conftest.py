@@ -82,6 +82,16 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_causal_lm(tmp_path_factory.mktemp("tiny-llama"), arch="llama")
 
 
+@pytest.fixture(scope="session")
+def tiny_sd(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Stable Diffusion pipeline of ``neuroncompat.testing`` saved in a folder (needs diffusers)."""
+    _require_simulator_stack()
+    pytest.importorskip("diffusers")
+    from neuroncompat.testing import build_stable_diffusion
+
+    return build_stable_diffusion(tmp_path_factory.mktemp("tiny-sd"))
+
+
 def _reset_library_state() -> None:
     import torch._dynamo
     from accelerate.state import AcceleratorState, GradientState, PartialState

@@ -26,24 +26,49 @@ def _net() -> torch.nn.Module:
     return _Net().to("neuron")
 
 
-def test_gaps_without_the_patch(neuron: object) -> None:
+def test_without_the_patch_the_device_behaves_as_torchneuron_documents(
+    neuron: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The torch.compile reference: backend auto-selected on the device, other modes warn and fall back,
+    ``options`` takes a dict, ``dynamic=True`` is rejected during compilation (fallback execution runs it)."""
     model, x = _net(), torch.randn(3, 4, device="neuron")
-    torch.compile(model)(x)
-    assert neuron.compiles() == [], "no backend: inductor compiled it, Neuron never saw a graph"
+    out = torch.compile(model)(x)
+    assert torch.equal(out.cpu(), model(x).cpu())
+    assert [g.rejected for g in neuron.compiles()] == [False], "no backend: auto-selected neuron"
     torch._dynamo.reset()
-    with pytest.raises(Exception, match="unexpected keyword argument 'mode'"):
+    with caplog.at_level(logging.WARNING, logger="neuroncompat.simulator"):
         torch.compile(model, backend="neuron", mode="reduce-overhead")(x)
+    assert "mode='reduce-overhead'): the neuron backend supports only the default mode" in caplog.text
     torch._dynamo.reset()
-    compiled = torch.compile(model, backend="neuron", dynamic=True)
-    compiled(x)
-    assert [g.rejected for g in neuron.compiles()] == [True]
+    torch.compile(model, backend="neuron", options={"fallback_execution": False})(x)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"dynamic=True\) is rejected during compilation"):
+        torch.compile(model, backend="neuron", dynamic=True)(x)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="neuron", dynamic=True, options={"fallback_execution": True})
+    assert torch.equal(compiled(x).cpu(), model(x).cpu())
+    assert neuron.compiles()[-1].rejected
+
+
+def test_a_cpu_graph_still_goes_to_inductor(neuron: object) -> None:
+    model = _Net()
+    torch.compile(model)(torch.randn(3, 4))
+    assert neuron.compiles() == [], "only a graph on the device is the neuron backend's"
 
 
 def test_default_backend_becomes_neuron(shim: ModuleType, neuron: object, caplog: pytest.LogCaptureFixture) -> None:
+    """Under a runtime that leaves Dynamo's default at inductor (the docs' auto-selection may work otherwise)."""
+    from torch._dynamo.backends import registry
+
     shim.apply()
     model, x = _net(), torch.randn(3, 4, device="neuron")
-    with caplog.at_level(logging.INFO, logger="neuroncompat"):
-        out = torch.compile(model)(x)
+    runtime_default = registry.get_default_backend()
+    registry.set_default_backend(None)
+    try:
+        with caplog.at_level(logging.INFO, logger="neuroncompat"):
+            out = torch.compile(model)(x)
+    finally:
+        registry.set_default_backend(runtime_default)
     assert torch.equal(out.cpu(), model(x).cpu())
     assert [g.rejected for g in neuron.compiles()] == [False]
     assert "[compile] torch.compile() with no backend -> backend='neuron'" in caplog.text
@@ -80,12 +105,13 @@ def test_explicit_choices_that_work_are_kept(shim: ModuleType, neuron: object) -
     model, x = _net(), torch.randn(3, 4, device="neuron")
     torch.compile(model, backend="eager")(x)
     assert neuron.compiles() == []
+    runtime_default = registry.get_default_backend()
     registry.set_default_backend("aot_eager")
     try:
         torch._dynamo.reset()
         torch.compile(model)(x)
     finally:
-        registry.set_default_backend(None)
+        registry.set_default_backend(runtime_default)
     assert neuron.compiles() == [], "a default backend the user set is theirs"
 
 

@@ -32,8 +32,10 @@ from neuroncompat.shim import patch_ids
 
 # Patches with no upstream library gap to detect, and why.
 NO_UPSTREAM_GAP = {
-    "visible_cores": "validates a rule of the Neuron runtime's core allocation (aligned pairs under LNC=2), "
+    "visible_cores": "validates a rule of the Neuron runtime's core allocation (one contiguous run of cores), "
     "which no Python library can fix or report",
+    "unused_device": "reports a script's own device choice (a model built, no tensor ever on a NeuronCore); "
+    "no library can fix that",
 }
 
 _PATCH_ENV = (
@@ -45,6 +47,7 @@ _PATCH_ENV = (
     "NEURONCOMPAT_DEVICE_MAP",
     "NEURONCOMPAT_RECOMPILE_LIMIT",
     "NEURONCOMPAT_VLLM_FALLBACK",
+    "NEURONCOMPAT_KERNELS_UNIVERSAL",
 )
 
 
@@ -65,7 +68,8 @@ def _assert_stands_down(shim: ModuleType, patch_id: str, caplog: pytest.LogCaptu
     status = shim.status()[patch_id]
     assert status.state == "stood-down", f"{patch_id}: {status.state} ({status.detail})"
     assert status.detail.startswith("upstream fixed the gap")
-    line = next(text for text in report if text.split()[:1] == [patch_id])
+    patches = report[next(i for i, text in enumerate(report) if text.startswith("patches ")) :]
+    line = next(text for text in patches if text.split()[:1] == [patch_id])  # not the library of the same name
     assert line.split()[1] == "stood-down", line
     assert f"[{patch_id}]" not in caplog.text, "a patch that stood down logs nothing"
 
@@ -105,6 +109,8 @@ def test_device_map_stands_down(
     import accelerate.utils.modeling as acc_modeling
     from transformers import PreTrainedModel
 
+    from neuroncompat import shim as shim_module
+
     upstream = acc_modeling.get_max_memory
 
     def get_max_memory(max_memory: dict | None = None) -> dict:
@@ -116,11 +122,30 @@ def test_device_map_stands_down(
             }
         return upstream(max_memory)
 
+    diffusers_before = _diffusers_placement("device_map")  # imported first: it binds accelerate's by name
     monkeypatch.setattr(acc_modeling, "get_max_memory", get_max_memory)
     before = PreTrainedModel.__dict__["from_pretrained"]
     _assert_stands_down(shim, "device_map", caplog)
-    assert PreTrainedModel.__dict__["from_pretrained"] is before
+    assert not shim_module._patches["device_map"]._undo
+    # the kernels patch, still applied, wraps from_pretrained too (after device_map would): upstream's, directly
+    assert PreTrainedModel.__dict__["from_pretrained"].__func__.__wrapped__ is before.__func__
     assert acc_modeling.get_max_memory is get_max_memory
+    if diffusers_before:  # diffusers_precision wraps ModelMixin.from_pretrained too: device_map must not
+        model_load, pipeline_memory = _diffusers_placement("device_map")
+        assert "device_map.py" not in _wrapper_files(model_load.__func__)
+        assert pipeline_memory is diffusers_before[1]
+
+
+def _diffusers_placement(patch_id: str) -> tuple[Any, ...]:
+    """What ``device_map`` or ``dispatch_model`` would rebind in diffusers (nothing where it is not installed)."""
+    try:
+        import diffusers.models.modeling_utils as modeling_utils
+        import diffusers.pipelines.pipeline_loading_utils as loading_utils
+    except ImportError:
+        return ()
+    if patch_id == "device_map":
+        return modeling_utils.ModelMixin.__dict__["from_pretrained"], loading_utils.get_max_memory
+    return modeling_utils.dispatch_model, loading_utils.dispatch_model
 
 
 def test_async_load_stands_down(
@@ -207,9 +232,23 @@ def test_compile_stands_down(
 
     # The fix: a code generator for the neuron device, as register_backend_for_device records it.
     monkeypatch.setitem(device_codegens, "neuron", DeviceCodegen(CppScheduling, PythonWrapperCodegen))
-    before = torch.compile
     _assert_stands_down(shim, "compile", caplog)
-    assert torch.compile is before
+    assert "compile.py" not in _compile_wrappers()
+
+
+def _compile_wrappers() -> list[str]:
+    """The patch files whose wrappers ``torch.compile`` goes through now (two patches wrap it)."""
+    return _wrapper_files(torch.compile)
+
+
+def _wrapper_files(function: Callable[..., Any]) -> list[str]:
+    """The files of the wrappers (``functools.wraps`` chain) around ``function``'s original."""
+    files: list[str] = []
+    current: Any = function
+    while current is not None:
+        files.append(Path(current.__code__.co_filename).name)
+        current = getattr(current, "__wrapped__", None)
+    return files[:-1]
 
 
 def test_pipeline_device_stands_down(
@@ -314,10 +353,12 @@ def test_dispatch_model_stands_down(
             model.to(torch.device("neuron", index))
         return model
 
+    diffusers_before = _diffusers_placement("dispatch_model")  # imported first: it binds accelerate's by name
     monkeypatch.setattr(big_modeling, "dispatch_model", dispatch_model)
     monkeypatch.setattr(accelerate, "dispatch_model", dispatch_model)
     _assert_stands_down(shim, "dispatch_model", caplog)
     assert big_modeling.dispatch_model is dispatch_model and accelerate.dispatch_model is dispatch_model
+    assert _diffusers_placement("dispatch_model") == diffusers_before
 
 
 def test_trl_config_stands_down(
@@ -441,3 +482,212 @@ def test_safetensors_device_stands_down(
     before = safetensors.torch.load_file
     _assert_stands_down(shim, "safetensors_device", caplog)
     assert safetensors.torch.load_file is before
+
+
+def test_kernels_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    kernels = pytest.importorskip("kernels")
+    from kernels import load, resolver, variants
+    from transformers.integrations import hub_kernels
+
+    from neuroncompat import shim as shim_module
+
+    # transformers' fix: its default mapping maps Neuron (built once a compatible kernels is installed).
+    monkeypatch.setattr(
+        hub_kernels,
+        "get_kernel_mapping_transformers",
+        lambda: {"RMSNorm": {"cuda": "kernels-community/rmsnorm", "neuron": "aws-neuron/rmsnorm-nki"}},
+        raising=False,
+    )
+    # kernels' fix: no torch-universal build for the Neuron backend, and a Neuron word in the no-build error.
+    upstream = variants._check_variants
+
+    def _check_variants(candidates: list[Any], selected_backend: Any, *args: Any) -> list[Any]:
+        decisions = upstream(candidates, selected_backend, *args)
+        if selected_backend.name != "neuron":
+            return decisions
+        return [
+            variants.VariantRejected(variant=d.variant, reason="universal builds do not run on Neuron")
+            if isinstance(d, variants.VariantAccepted) and d.variant.variant_str == "torch-universal"
+            else d
+            for d in decisions
+        ]
+
+    monkeypatch.setattr(variants, "_check_variants", _check_variants)
+    for name in ("resolve_local_kernel", "resolve_hub_kernel", "resolve_hub_cache_kernel"):
+        original = getattr(resolver, name)
+
+        def fixed(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+            """Raises "no torch-neuron build: Neuron needs build/torch-neuron" where the repo lacks one."""
+            return __original(*args, **kwargs)
+
+        monkeypatch.setattr(resolver, name, fixed)
+    before = (kernels.get_kernel, load.get_kernel)
+    _assert_stands_down(shim, "kernels", caplog)
+    assert (kernels.get_kernel, load.get_kernel) == before and variants._check_variants is _check_variants
+    assert not shim_module._patches["kernels"]._undo  # from_pretrained is device_map's to wrap, not this patch's
+
+
+def test_diffusers_generator_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("diffusers")
+    import diffusers.utils.torch_utils as torch_utils
+
+    upstream = torch_utils.randn_tensor
+    code = upstream.__code__
+
+    def randn_tensor(
+        shape: Any, generator: Any = None, device: Any = None, dtype: Any = None, layout: Any = None
+    ) -> torch.Tensor:
+        """diffusers with the fix: a neuron generator draws on its own device; the rest as before."""
+        device = torch.device(device) if isinstance(device, str) else device
+        if generator is not None and not isinstance(generator, list) and generator.device.type == "neuron":
+            return torch.randn(shape, generator=generator, device=generator.device, dtype=dtype).to(device)
+        return upstream(shape, generator=generator, device=device, dtype=dtype, layout=layout)
+
+    monkeypatch.setattr(torch_utils, "randn_tensor", randn_tensor)
+    _assert_stands_down(shim, "diffusers_generator", caplog)
+    assert torch_utils.randn_tensor is randn_tensor
+    assert upstream.__code__ is code and randn_tensor.__code__ is not code
+
+
+def test_diffusers_attention_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("diffusers")
+    import diffusers.models.attention_dispatch as dispatch
+    from diffusers import DiffusionPipeline, ModelMixin
+
+    upstream = dispatch._check_attention_backend_requirements
+
+    def _check_attention_backend_requirements(backend: Any) -> None:
+        """diffusers gating its backends on the device: on neuron only the ones with a Neuron kernel pass."""
+        upstream(backend)
+
+    monkeypatch.setattr(dispatch, "_check_attention_backend_requirements", _check_attention_backend_requirements)
+    before = (
+        ModelMixin.__dict__["set_attention_backend"],
+        DiffusionPipeline.__dict__["enable_xformers_memory_efficient_attention"],
+    )
+    context = dispatch.attention_backend
+    _assert_stands_down(shim, "diffusers_attention", caplog)
+    after = (
+        ModelMixin.__dict__["set_attention_backend"],
+        DiffusionPipeline.__dict__["enable_xformers_memory_efficient_attention"],
+    )
+    assert after == before and dispatch.attention_backend is context
+
+
+def test_diffusers_vae_compile_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    upstream = OptimizedModule.__getattr__
+
+    def __getattr__(self: Any, name: str) -> Any:
+        """torch handing over a compiled module's methods compiled with the module's options, as the fix would."""
+        return upstream(self, name)
+
+    monkeypatch.setattr(OptimizedModule, "__getattr__", __getattr__)
+    _assert_stands_down(shim, "diffusers_vae_compile", caplog)
+    assert OptimizedModule.__getattr__ is __getattr__
+    assert _compile_wrappers() == ["compile.py"]
+
+
+def test_diffusers_precision_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("diffusers")
+    from diffusers import DiffusionPipeline, ModelMixin
+    from diffusers.utils import torch_utils
+
+    # The fix: diffusers adjusts float16 for the neuron device, as it does float64 and int64.
+    adjusted = {**torch_utils._DTYPE_UNSUPPORTED_DEVICES, torch.float16: frozenset({"neuron"})}
+    monkeypatch.setattr(torch_utils, "_DTYPE_UNSUPPORTED_DEVICES", adjusted)
+    _assert_stands_down(shim, "diffusers_precision", caplog)
+    for cls in (DiffusionPipeline, ModelMixin):  # other patches wrap them too
+        assert "diffusers_precision.py" not in _wrapper_files(cls.__dict__["from_pretrained"].__func__)
+
+
+def test_diffusers_group_offload_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("diffusers")
+    import diffusers.hooks
+    from diffusers.hooks import group_offloading
+
+    upstream = group_offloading.apply_group_offloading
+
+    def apply_group_offloading(module: Any, onload_device: Any, *args: Any, **kwargs: Any) -> None:
+        """diffusers offloading without streams where the onload backend has none, warning instead of raising."""
+        backend = torch.device(onload_device)
+        if kwargs.get("use_stream") and not hasattr(getattr(torch, backend.type, None), "Stream"):
+            kwargs["use_stream"] = kwargs["record_stream"] = False
+        upstream(module, onload_device, *args, **kwargs)
+
+    monkeypatch.setattr(group_offloading, "apply_group_offloading", apply_group_offloading)
+    monkeypatch.setattr(diffusers.hooks, "apply_group_offloading", apply_group_offloading)
+    _assert_stands_down(shim, "diffusers_group_offload", caplog)
+    assert diffusers.hooks.apply_group_offloading is apply_group_offloading
+
+
+def test_diffusers_warmup_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("diffusers")
+    import diffusers.models.modeling_utils as modeling_utils
+
+    upstream = modeling_utils._caching_allocator_warmup
+
+    def _caching_allocator_warmup(model: Any, expanded_device_map: dict[str, Any], *args: Any) -> None:
+        """diffusers skipping Neuron in the warm-up, as transformers does (no allocator pool to prime)."""
+        kept = {k: d for k, d in expanded_device_map.items() if torch.device(d).type != "neuron"}
+        upstream(model, kept, *args)
+
+    monkeypatch.setattr(modeling_utils, "_caching_allocator_warmup", _caching_allocator_warmup)
+    _assert_stands_down(shim, "diffusers_warmup", caplog)
+    assert modeling_utils._caching_allocator_warmup is _caching_allocator_warmup
+
+
+def test_diffusers_complex_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("diffusers")
+    from diffusers.models.modeling_utils import ModelMixin
+    from diffusers.utils import torch_utils
+
+    # The fix: diffusers lists the neuron device for complex dtypes, where it lists fp64 and int64 today.
+    unsupported = {**torch_utils._DTYPE_UNSUPPORTED_DEVICES, torch.complex64: frozenset({"neuron"})}
+    monkeypatch.setattr(torch_utils, "_DTYPE_UNSUPPORTED_DEVICES", unsupported)
+    _assert_stands_down(shim, "diffusers_complex", caplog)
+    assert "diffusers_complex.py" not in _wrapper_files(ModelMixin.to)
+    assert "diffusers_complex.py" not in _wrapper_files(ModelMixin.__dict__["from_pretrained"].__func__)
+
+
+def test_diffusers_neuron_artifact_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("diffusers")
+    from diffusers.models.modeling_utils import ModelMixin
+    from diffusers.pipelines.pipeline_utils import DiffusionPipeline
+
+    def knows_exports(cls: type) -> Callable[..., Any]:
+        upstream = cls.__dict__["from_pretrained"].__func__
+
+        def from_pretrained(owner: type, *args: Any, **kwargs: Any) -> Any:
+            """diffusers telling a model.neuron export folder from a diffusers folder itself."""
+            return upstream(owner, *args, **kwargs)
+
+        return classmethod(from_pretrained)  # type: ignore[return-value]
+
+    for cls in (DiffusionPipeline, ModelMixin):
+        monkeypatch.setattr(cls, "from_pretrained", knows_exports(cls))
+    _assert_stands_down(shim, "diffusers_neuron_artifact", caplog)
+    for cls in (DiffusionPipeline, ModelMixin):
+        assert "diffusers_neuron_artifact.py" not in _wrapper_files(cls.__dict__["from_pretrained"].__func__)
+    # Other patches wrapped the stand-ins: unwrap them before monkeypatch puts the originals back, or the
+    # shim's revert at teardown would restore the stand-ins over them.
+    shim.revert()

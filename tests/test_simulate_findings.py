@@ -1,5 +1,5 @@
-"""``neuroncompat simulate`` findings: graph breaks, data-dependent-shape ops and CPU fallbacks, each
-at the user's line with its fix; ``--strict`` and ``[tool.neuroncompat.simulate]``; the report
+"""``neuroncompat simulate`` findings: graph breaks, data-dependent-shape ops, CPU fallbacks and complex,
+float64 and int64 tensors on the device, each at the user's line with its fix; ``--strict`` and ``[tool.neuroncompat.simulate]``; the report
 formats (JSON validated against docs/simulate-report.schema.json, markdown, GitHub annotations)."""
 
 from __future__ import annotations
@@ -116,7 +116,11 @@ def test_strict_passes_a_clean_script(tmp_path: Path) -> None:
     (tmp_path / "clean.py").write_text(CLEAN_SCRIPT)
     code, out, err = _simulate("simulate", "--strict", "--", sys.executable, "clean.py", cwd=tmp_path)
     assert code == 0, out + err
-    assert "strict (rejected, shape_churn, graph_break, data_dependent, cpu_fallback): passed" in out
+    kinds = (
+        "rejected, shape_churn, graph_break, data_dependent, cpu_fallback, complex_on_device, fp64_on_device, "
+        "step_recompile"
+    )
+    assert f"strict ({kinds}): passed" in out
 
 
 @pytest.mark.slow
@@ -245,3 +249,63 @@ def test_a_finding_in_the_users_code_has_no_owner() -> None:
     assert report.owner_of("train.py:5 (<module>)", "train.py:5 (<module>)") is None
     assert report.owner_of("transformers/trainer.py:10 (train)", "train.py:5 (<module>)") == "transformers"
     assert report.owner_of(None, "train.py:5 (<module>)") is None
+
+
+def test_complex_float64_and_int64_on_the_device_are_reported_saying_what_is_unknown(neuron: object) -> None:
+    """The simulated device computes these dtypes exactly; what TorchNeuron does with them is not documented
+    (neuroncompat/simulate/dtype_findings.py), so the dry run says where they are and that the outcome is unknown."""
+    recorder = Recorder()
+    recorder.start()
+    try:
+        here = sys._getframe().f_lineno
+        z = torch.ones(4, dtype=torch.complex64).to("neuron")
+        z = z * z
+        torch.ones(3, dtype=torch.float64, device="neuron")
+        inside = torch.compile(lambda a: (a * 2).sum(), backend="neuron")
+        inside(torch.ones(4, dtype=torch.complex64, device="neuron"))  # decomposed by TorchNeuron under compile
+        torch.nn.Embedding(8, 4).to("neuron")(torch.arange(3, device="neuron"))
+        torch.nn.Embedding(8, 4)(torch.arange(3))  # int64 on the CPU: not the device's
+    finally:
+        recorder.stop()
+    built = report.build([recorder.snapshot()], ["python", "t.py"], 0, strict=report.STRICT_DEFAULT)
+    (rank,) = built["ranks"]
+    found = {(f["kind"], f["where"].split(" ")[0]): f for f in rank["findings"]}
+    test = "tests/test_simulate_findings.py"
+    assert set(found) == {
+        ("complex_on_device", f"{test}:{here + 1}"),
+        ("complex_on_device", f"{test}:{here + 2}"),
+        ("complex_on_device", f"{test}:{here + 5}"),  # the CPU -> device copy of the compiled call's input
+        ("fp64_on_device", f"{test}:{here + 3}"),
+        ("int64_on_device", f"{test}:{here + 6}"),
+    }, rank["findings"]
+    fp64 = found["fp64_on_device", f"{test}:{here + 3}"]
+    assert fp64["description"] == "aten::empty.memory_format, aten::fill_.Scalar made a float64 tensor on the device"
+    assert (
+        "whether TorchNeuron runs float64 on the CPU, narrows it to float32 or fails is not documented"
+        in (fp64["unknown"])
+    )
+    int64 = found["int64_on_device", f"{test}:{here + 6}"]
+    assert int64["description"] == "args.0 is an int64 tensor on the device" and int64["fix"]["id"] == "int32_range"
+    assert "--native-int64" not in int64["unknown"] and "which compiler flags TorchNeuron uses" in int64["unknown"]
+    assert rank["dtype_findings"] == 5
+    # --strict alone fails on complex and float64, not on the informational int64.
+    assert {v["kind"] for v in built["strict"]["violations"]} == {"complex_on_device", "fp64_on_device"}
+    text = report.render_text(built)
+    assert text.count("unknown on trn2:") == 3  # once per kind
+    assert f"INT64 ON DEVICE at {test}:{here + 6}" in text
+    assert "| complex on device |" in markdown.render(built)
+    jsonschema.validate(json.loads(report.render_json(built)), SCHEMA)
+
+
+def test_int64_inputs_of_compiled_graphs_are_reported_by_name(neuron: object) -> None:
+    recorder = Recorder()
+    recorder.start()
+    try:
+        step = torch.compile(lambda input_ids: input_ids + 1, backend="neuron")
+        for length in (3, 3):
+            step(torch.arange(length, device="neuron"))
+    finally:
+        recorder.stop()
+    (finding,) = report.build([recorder.snapshot()], ["python", "t.py"], 0)["ranks"][0]["findings"]
+    assert finding["kind"] == "int64_on_device"
+    assert finding["description"] == "input_ids is an int64 tensor on the device, a compiled graph's input"

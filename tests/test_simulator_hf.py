@@ -34,6 +34,59 @@ def test_static_cache_generate_on_neuron_matches_cpu(neuron: object, tiny_qwen: 
     assert not any(g.rejected for g in neuron.compiles())
 
 
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_bf16_generation_and_loss_are_the_cpus_bit_for_bit(neuron: object, tiny_qwen: Path, attn: str) -> None:
+    """Ops run the CPU's own kernels (SDPA included), so greedy tokens and losses equal the CPU's."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen)
+    inputs = _prompts(tokenizer)
+    reference = AutoModelForCausalLM.from_pretrained(tiny_qwen, dtype=torch.bfloat16, attn_implementation=attn)
+    model = AutoModelForCausalLM.from_pretrained(
+        tiny_qwen, dtype=torch.bfloat16, attn_implementation=attn, device_map="neuron"
+    )
+    expected = reference.generate(**inputs, max_new_tokens=16, do_sample=False)
+    out = model.generate(**inputs.to("neuron"), max_new_tokens=16, do_sample=False)
+    assert torch.equal(out.cpu(), expected)
+    labels = inputs["input_ids"].masked_fill(inputs["attention_mask"] == 0, -100)
+    loss = model(**inputs.to("neuron"), labels=labels.to("neuron")).loss
+    assert torch.equal(loss.cpu(), reference(**inputs.to("cpu"), labels=labels).loss)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_bf16_training_losses_are_the_cpus_bit_for_bit(neuron: object, tiny_qwen: Path, compiled: bool) -> None:
+    """Four AdamW steps of a bf16 SDPA model: every loss and the final weights equal the CPU's, eager and
+    compiled (the neuron backend runs the graph it records with the device's kernels, which are the CPU's),
+    with AdamW's defaults (``foreach`` on the device, the for-loop on the CPU). The CPU reference runs
+    eagerly: inductor would fuse, the neuron backend does not."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen)
+    batch = tokenizer(sentences(4), return_tensors="pt", padding="max_length", max_length=24, truncation=True)
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+
+    def train(device: str) -> tuple[list[float], dict[str, torch.Tensor]]:
+        model = AutoModelForCausalLM.from_pretrained(
+            tiny_qwen, dtype=torch.bfloat16, attn_implementation="sdpa", device_map=device
+        )
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        forward = torch.compile(model, backend="neuron") if compiled and device == "neuron" else model
+        losses = []
+        for _ in range(4):
+            loss = forward(**batch.to(device), labels=labels.to(device)).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(loss.item())
+        return losses, {k: v.cpu() for k, v in model.state_dict().items()}
+
+    (cpu_losses, cpu_weights), (losses, weights) = train("cpu"), train("neuron")
+    assert losses == cpu_losses
+    assert all(torch.equal(weights[k], cpu_weights[k]) for k in cpu_weights)
+    if compiled:
+        assert neuron.compiles() and not any(g.rejected for g in neuron.compiles())
+
+
 def test_gap_device_map_auto_lands_on_cpu(neuron: object, tiny_qwen: Path) -> None:
     """The seeds' gap, reproduced as on hardware (the shim's device_map patch fixes it)."""
     from transformers import AutoModelForCausalLM

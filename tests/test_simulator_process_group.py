@@ -14,19 +14,32 @@ import threading
 import weakref
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 
 
-def test_collective_tensors_are_freed_on_the_calling_thread(neuron: object, tmp_path: Path) -> None:
-    from neuroncompat.simulator.distributed import NeuronProcessGroup
+def test_collective_tensors_are_freed_on_the_calling_thread(
+    neuron: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from neuroncompat.simulator import distributed
 
-    group = NeuronProcessGroup(dist.FileStore(str(tmp_path / "store"), 1), 0, 1, datetime.timedelta(seconds=60))
     freed_on: list[int] = []
+
+    def watched_host_view(tensor: torch.Tensor) -> torch.Tensor:
+        # the CPU tensors handed to gloo: the Python objects its worker thread could drop last
+        view = host_view(tensor)
+        weakref.finalize(view, lambda: freed_on.append(threading.get_ident()))
+        return view
+
+    host_view = distributed.host_view
+    monkeypatch.setattr(distributed, "host_view", watched_host_view)
+    group = distributed.NeuronProcessGroup(
+        dist.FileStore(str(tmp_path / "store"), 1), 0, 1, datetime.timedelta(seconds=60)
+    )
     rounds = 400
     for _ in range(rounds):
         t = torch.ones(8, device="neuron")
-        weakref.finalize(t._elem, lambda: freed_on.append(threading.get_ident()))
         group.allreduce([t])
         del t
     assert len(freed_on) >= rounds - 1, "the payloads of finished collectives must be freed"

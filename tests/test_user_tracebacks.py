@@ -41,12 +41,13 @@ def test_python_dash_m_neuroncompat_prints_the_error_as_python_does(tmp_path: Pa
 def test_simulate_shows_the_users_syntax_error_without_tool_frames(tmp_path: Path) -> None:
     (tmp_path / "bad.py").write_text(SYNTAX_ERROR)
     plain = _run("bad.py", cwd=tmp_path)
-    simulated = _run("-m", "neuroncompat.cli", "simulate", "--", "python", "bad.py", cwd=tmp_path)
+    # the interpreter under test, not the `python` on PATH (which may be another Python, without neuroncompat)
+    simulated = _run("-m", "neuroncompat.cli", "simulate", "--", sys.executable, "bad.py", cwd=tmp_path)
     assert simulated.returncode == 1
     assert simulated.stderr == plain.stderr
     assert simulated.stderr.startswith(f'  File "{tmp_path / "bad.py"}", line 2\n')
     assert simulated.stderr.endswith("SyntaxError: invalid syntax\n")
-    assert simulated.stdout.startswith("neuroncompat simulate: python bad.py\n")  # the report still comes
+    assert simulated.stdout.startswith(f"neuroncompat simulate: {sys.executable} bad.py\n")  # the report still comes
 
 
 TORCHRUN_FAILURE = b"""\

@@ -11,8 +11,9 @@ from migrate.registry import Rule
 from migrate.rules.todo_catalogue import TP_ADVICE
 
 TODO_TEXT = {
-    "NM804": "NEURON_RT_VISIBLE_CORES={value} is set at run time: it names NeuronCores, not GPUs (under "
-    "LNC=2 GPU i is cores 2i,2i+1), and must be aligned pairs such as 0,1 / 2,3 / 0-3",
+    "NM804": "NEURON_RT_VISIBLE_CORES={value} is set at run time: it names logical NeuronCores, not GPUs (GPU i "
+    "is core i), and must be one contiguous increasing run: a single core, or under LNC=2 whole pairs such as "
+    "0,1 / 2,3 / 0-3",
     "NM811": "DeepSpeed has no Neuron backend: use FSDP2 (ZeRO-3 -> full_shard with fsdp_version 2, "
     "ZeRO-1/2 -> plain data parallel) launched by torchrun or accelerate launch",
     "NM812": "removed the neuron_parallel_compile prefix: native TorchNeuron compiles on first run, so this "
@@ -20,6 +21,9 @@ TODO_TEXT = {
     "NM813": "optimum-cli export neuron is not needed: native TorchNeuron loads the Hugging Face checkpoint "
     'directly (from_pretrained(model_id, device_map="neuron")) and compiles on first run; load '
     "the original model id instead of the exported directory",
+    "NM813_DIFFUSION": "optimum-cli export neuron is not needed: load {model} with its diffusers pipeline class, "
+    '.to("neuron") and torch.compile the denoiser and vae.decode (compiled on the first call); pass the export '
+    "shapes to every pipe(...) call ({shapes}): Optimum's pipelines used them whatever the call said",
     "NM814": "{names}: CUDA-only, does not build or run on Neuron ({action}); sdpa attention, bf16 weights "
     "and model.generate take their place",
     "NM815": "nvidia-smi has no Neuron equivalent for these options: list devices with neuron-ls, watch "
@@ -90,29 +94,35 @@ RULES: tuple[Rule, ...] = (
         "NM803",
         "visible-cores",
         "shell",
-        "`CUDA_VISIBLE_DEVICES` -> `NEURON_RT_VISIBLE_CORES`, GPU i -> NeuronCores 2i,2i+1.",
-        "The Neuron runtime ignores `CUDA_VISIBLE_DEVICES`. Under the default LNC=2 a logical "
-        "NeuronCore is the physical pair 2i,2i+1, so one GPU becomes one aligned pair (LNC=1 in the "
-        "same script: core i). `$CUDA_VISIBLE_DEVICES` expansions are renamed too.",
+        "`CUDA_VISIBLE_DEVICES` -> `NEURON_RT_VISIBLE_CORES`, GPU i -> logical NeuronCore i.",
+        "The Neuron runtime ignores `CUDA_VISIBLE_DEVICES`. `NEURON_RT_VISIBLE_CORES` names logical "
+        "NeuronCores, the ones `torch.neuron` counts, so GPU i becomes core i under any LNC (`cuda:i` and "
+        "`neuron:i` are then the same device), as the shim's `visible_cores` patch translates it; the set is "
+        "written in increasing order, each core once. A set that cannot work as NeuronCores gets TODO NM804. "
+        "`$CUDA_VISIBLE_DEVICES` expansions are renamed too.",
         "CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node=2 train.py\n",
-        "NEURON_RT_VISIBLE_CORES=0-3 torchrun --nproc_per_node=2 train.py\n",
+        "NEURON_RT_VISIBLE_CORES=0,1 torchrun --nproc_per_node=2 train.py\n",
     ),
     _rule(
         "NM804",
         "aligned-cores",
         "shell",
-        "TODO: a NeuronCore set that is not aligned pairs, or that cannot be checked.",
-        "Under LNC=2 the runtime only accepts sets of whole pairs {2k, 2k+1} (`0,1`, `2,3`, `0-3`; not "
-        "`1,2`). accelerate copies `gpu_ids` (config or `--gpu_ids`) into `NEURON_RT_VISIBLE_CORES` "
-        "verbatim, so they are checked too, also against `num_processes`. A value computed at run "
-        "time cannot be checked and gets the same TODO. The set is never changed silently: that "
-        "would change which cores run.",
+        "TODO: a NeuronCore set that cannot work (not one contiguous run, or not whole pairs), or that cannot be checked.",
+        "The Neuron runtime takes a list or range of logical NeuronCores that must be contiguous, in "
+        "consecutive increasing order (`3,5,6` is its invalid example); the TRL Trainium guide adds that "
+        "`0,1`, `2,3`, `0-3` work and `1,2` does not, read (as the shim reads it, docs/gaps.md#visible_cores) "
+        "as: under LNC=2 a set of several cores covers whole pairs 2k,2k+1. The rules are the shim's "
+        "(`neuroncompat/core_sets.py`). accelerate copies `gpu_ids` (config or `--gpu_ids`) into "
+        "`NEURON_RT_VISIBLE_CORES` verbatim, so they are checked too, also against `num_processes` (one "
+        "core per process). A `CUDA_VISIBLE_DEVICES` set that NM803 translates to such a set, and a value "
+        "computed at run time, get the TODO too. The set is never changed silently: that would change which "
+        "cores run.",
         "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
         _todo(
             "NM804",
-            "NEURON_RT_VISIBLE_CORES=1,2: 1,2 is not a set of aligned core pairs: under LNC=2 (the "
-            "default) each logical NeuronCore is the physical pair 2k,2k+1 and 1, 2 lack their partner; "
-            "use 0,1 or 2,3 (one logical core each) or 0-3 (two)",
+            "NEURON_RT_VISIBLE_CORES=1,2 is not made of whole pairs: the TRL Trainium guide lists 0,1, 2,3 and 0-3 "
+            "as working and 1,2 as not (collectives), i.e. under LNC=2 (the default) a set of more than one logical "
+            "core starts at an even core and has an even count; use 0,1 or 2,3, 0-3 for all of them, or a single core",
         )
         + "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
         todo=True,
@@ -231,7 +241,9 @@ RULES: tuple[Rule, ...] = (
         "TODO: `optimum-cli export neuron` is not needed.",
         'Native TorchNeuron loads the Hugging Face checkpoint itself (`device_map="neuron"`) and '
         "compiles on first run; the exported directory's later uses must point at the original model "
-        "id, which only a person can connect.",
+        "id, which only a person can connect. A diffusion export (`--height`, `--width`, "
+        "`--num_images_per_prompt`) gets the shapes in its TODO: the native pipeline must be called with them "
+        "(NM532 does it where the script exports too).",
         "optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",
         _todo("NM813", TODO_TEXT["NM813"])
         + "optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",

@@ -188,7 +188,7 @@ def shell_rules(changes: Changes, view: str | None = None, cluster: bool | None 
         if name == "deepspeed" or any(a and a.split("=")[0] in ("--deepspeed", "--use_deepspeed") for a in literals):
             _todo(changes, "NM811", command, TODO_TEXT["NM811"])
         if name == "optimum-cli" and literals[:2] == ["export", "neuron"]:
-            _todo(changes, "NM813", command, TODO_TEXT["NM813"])
+            _todo(changes, "NM813", command, _export_todo(literals))
         if name == "optimum-cli":
             cluster_shell.optimum_cli(changes, literals, _logical_start(changes, command.start))
         if name == "module":
@@ -219,7 +219,7 @@ def shell_rules(changes: Changes, view: str | None = None, cluster: bool | None 
 
 
 def _visible_cores(changes: Changes, command: Command, lnc: int) -> None:
-    """NM803 `CUDA_VISIBLE_DEVICES` -> `NEURON_RT_VISIBLE_CORES`; NM804 unaligned or unknown sets."""
+    """NM803 `CUDA_VISIBLE_DEVICES` -> `NEURON_RT_VISIBLE_CORES` (GPU i -> core i); NM804 sets that cannot work or are unknown."""
     words = command.words
     program = command.program()
     assignments = [w for w in words[: program if program is not None else len(words)] if is_assignment(w.raw)]
@@ -235,20 +235,20 @@ def _visible_cores(changes: Changes, command: Command, lnc: int) -> None:
             gpus = cores.parse(value_word.literal or "") if value else None
             if gpus is not None:
                 inner = 1 if value[:1] in "'\"" else 0
+                translated = cores.from_gpus(gpus)
                 changes.replace(
-                    "NM803",
-                    value_word.start + inner,
-                    value_word.end - inner,
-                    cores.from_gpus(gpus, lnc),
-                    anchor=word.start,
+                    "NM803", value_word.start + inner, value_word.end - inner, translated, anchor=word.start
                 )
+                problem = cores.problem(sorted(set(gpus)), lnc)
+                if problem:  # the GPUs' set as NeuronCores cannot start: say so, never pick other cores
+                    _todo(changes, "NM804", command, f"{CORES_ENV}={translated} (from {CUDA_ENV}={value}) is {problem}")
             elif value:
                 _todo(changes, "NM804", command, TODO_TEXT["NM804"].format(value=value))
         elif name == CORES_ENV and value_word.literal:
             found = cores.parse(value_word.literal)
-            problem = "is not a core list (e.g. 0,1 or 0-3)" if found is None else cores.unaligned(found, lnc)
+            problem = "not a core list (e.g. 0,1 or 0-3)" if found is None else cores.problem(found, lnc)
             if problem:
-                _todo(changes, "NM804", command, f"{CORES_ENV}={value_word.literal}: {problem}")
+                _todo(changes, "NM804", command, f"{CORES_ENV}={value_word.literal} is {problem}")
     if changes.enabled("NM803"):
         for word in words:
             for match in _EXPANSION.finditer(word.raw):
@@ -590,6 +590,29 @@ def _logical_start(changes: Changes, offset: int) -> int:
     while start > 0 and changes.text[: start - 1].rstrip("\r").endswith("\\"):
         start = changes.line_start(start - 1)
     return start
+
+
+_DIFFUSION_SHAPES = ("--height", "--width", "--num_images_per_prompt", "--batch_size")
+
+
+def _export_todo(literals: list[str | None]) -> str:
+    """NM813's text; for a diffusion export (`--height`/`--width`) with the model and the shapes to call with."""
+    values: dict[str, str] = {}
+    for i, word in enumerate(literals):
+        flag, equals, value = (word or "").partition("=")
+        if not equals and i + 1 < len(literals):
+            value = literals[i + 1] or ""
+        if flag in _DIFFUSION_SHAPES + ("--model", "-m") and value:
+            values[flag.lstrip("-")] = value
+    if "height" not in values and "width" not in values:
+        return TODO_TEXT["NM813"]
+    shapes = ", ".join(
+        f"{name}={values[name]}" for name in ("height", "width", "num_images_per_prompt") if name in values
+    )
+    if "batch_size" in values:
+        shapes += f"; batch_size={values['batch_size']} prompts per call"
+    model = values.get("model") or values.get("m") or "the original model id"
+    return TODO_TEXT["NM813_DIFFUSION"].format(model=model, shapes=shapes)
 
 
 def _todo(changes: Changes, rule: str, command: Command, message: str) -> None:

@@ -8,6 +8,7 @@ never returned as a change, whatever a rule did.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from migrate.configs.edits import Changes
@@ -42,9 +43,9 @@ def migrate_text(
 ) -> FileResult:
     """Run `rules` over the file's text and return the verified result.
 
-    `check(text)` returns None when `text` parses, else a description of the problem; it is
-    also asked about the original, so a file that was already broken is reported as the
-    user's error, not ours.
+    `check(text)` returns None when `text` parses, else a description of the problem naming its line
+    (`line N`); it is also asked about the original when the output does not parse, so a file that was
+    already broken is reported as the user's error (file:line, skipped, never written), not ours.
     """
     if SKIP_FILE.search(data):
         return FileResult(path, "skipped", kind=kind)
@@ -58,7 +59,11 @@ def migrate_text(
     if new_text == text:
         return FileResult(path, "unchanged", todos=find_todos(text), kind=kind)
     problem = check(new_text)
-    if problem is not None and check(text) is None:
+    if problem is not None:
+        before = check(text)
+        if before is not None:  # the user's file was broken already: skipped, as a Python file would be
+            line = int(found.group(1)) if (found := re.search(r"\bline (\d+)", before)) else 1
+            return FileResult(path, "error", error=f"{path}:{line}: {before}; file skipped", error_line=line, kind=kind)
         return FileResult(
             path,
             "internal-error",

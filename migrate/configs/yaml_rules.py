@@ -34,7 +34,7 @@ from migrate.configs.textfile import migrate_text
 from migrate.engine import FileResult, Options
 from migrate.rules.drift import FIELDS as DRIFT
 from migrate.rules.drift import Removed
-from migrate.rules.todo_catalogue import MESSAGES
+from migrate.rules.todo_catalogue import quantized_load_message
 
 ACCELERATE_KEYS = frozenset(
     {
@@ -195,7 +195,7 @@ def _recipe(changes: Changes, doc: MappingNode, keys: dict[str, tuple[ScalarNode
     for name in ("load_in_4bit", "load_in_8bit"):
         if name in keys and _true(flag := keys[name][1]) and changes.enabled("NM806"):
             _set(changes, "NM806", flag, "false")
-            changes.todo("NM908", keys[name][0].start_mark.index, MESSAGES["NM908"])
+            changes.todo("NM908", keys[name][0].start_mark.index, quantized_load_message(name.removeprefix("load_in_")))
     if "use_vllm" in keys and _true(value := keys["use_vllm"][1]) and changes.enabled("NM807"):
         key = keys["use_vllm"][0]
         _set(changes, "NM807", value, "false")

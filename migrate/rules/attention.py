@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import HookResult, kwarg, method_of, on, replace_arg, string_value, with_string_value
+from migrate.rules.base import (
+    HookResult,
+    code,
+    kwarg,
+    leading_lines,
+    method_of,
+    on,
+    replace_arg,
+    statements_of,
+    string_value,
+    with_string_value,
+)
+from migrate.rules.removal import Removal, removable
+from migrate.rules.retired import retire
 from migrate.rules.settings import setting, through
+from migrate.rules.todo_catalogue import flatten
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -26,11 +42,20 @@ RULES: tuple[Rule, ...] = (
         id="NM208",
         name="xformers",
         safety="safe",
-        summary="`*.enable_xformers_memory_efficient_attention()` calls are removed.",
-        rationale="xformers is a CUDA kernel library; diffusers and transformers default to SDPA, "
-        "so dropping the call keeps behaviour. An `if` body left empty becomes `pass`.",
-        before="if args.enable_xformers_memory_efficient_attention:\n    unet.enable_xformers_memory_efficient_attention()\n",
-        after="if args.enable_xformers_memory_efficient_attention:\n    pass\n",
+        summary="xformers goes: `enable_xformers_memory_efficient_attention()` calls, the `if`s that test for it, "
+        "its imports.",
+        rationale="xformers is a CUDA kernel library, not installed with TorchNeuron; diffusers and transformers "
+        "default to SDPA, so dropping the call keeps behaviour. An `if` whose test names xformers "
+        "(`args.enable_xformers_memory_efficient_attention`, `is_xformers_available()`) runs only xformers "
+        "code: it goes, or its `else` branch (the path taken without xformers) takes its place unless it ends "
+        "in a `raise` (the error for a missing xformers, which goes too), and an "
+        "`elif` testing it is dropped from its chain. Its `import xformers` (version checks) goes with it, "
+        "and so does an import of `xformers`/`is_xformers_available` nothing reads any more.",
+        before="from diffusers.utils.import_utils import is_xformers_available\n"
+        "if args.enable_xformers_memory_efficient_attention:\n    if is_xformers_available():\n"
+        "        import xformers\n        unet.enable_xformers_memory_efficient_attention()\n"
+        '    else:\n        raise ValueError("xformers is not available")\nunet.train()\n',
+        after="unet.train()\n",
     ),
 )
 
@@ -82,3 +107,72 @@ def drop_xformers(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult
             return node.with_changes(body=[cst.Pass()])  # keep the comments above the call
         return cst.RemoveFromParent()
     return node.with_changes(body=body)
+
+
+_XFORMERS = re.compile(r"xformers", re.IGNORECASE)
+
+
+def _about_xformers(test: cst.BaseExpression) -> bool:
+    return _XFORMERS.search(code(test)) is not None
+
+
+class _XformersNames(cst.CSTVisitor):
+    """The imported names an `if` test reads that are about xformers (`is_xformers_available`)."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def visit_Name(self, node: cst.Name) -> None:
+        qualified = self.ctx.qualify(node)
+        if qualified is not None and _XFORMERS.search(qualified):
+            retire(self.ctx, qualified)
+
+
+def _retire_xformers(node: cst.If, ctx: FileContext) -> None:
+    """The test goes with its branch: `is_xformers_available`'s import, and `xformers`' own, may go too."""
+    retire(ctx, "xformers")
+    node.test.visit(_XformersNames(ctx))
+
+
+@on("If")
+def xformers_branch(node: cst.If, ctx: FileContext) -> HookResult:
+    """`if <xformers test>: ... else: B` -> `B`; `elif <xformers test>:` clauses leave the chain.
+
+    An `if` with no `else` is removed by `_xformers_block` when its block is left (comments kept).
+    """
+    if not ctx.enabled("NM208"):
+        return node
+    while type(node.orelse) is cst.If and _about_xformers(node.orelse.test):
+        _retire_xformers(node.orelse, ctx)
+        ctx.hit("NM208")
+        node = node.with_changes(orelse=node.orelse.orelse)
+    if not _about_xformers(node.test) or ctx.elif_clause or node.orelse is None:
+        return node
+    if type(node.orelse) is cst.Else and _ends_in_raise(node.orelse):
+        # `else: raise ValueError("xformers is not available")` is the error for a missing xformers, not a
+        # path without it: the whole `if` goes (as `_xformers_block`), or the script would always raise
+        return node.with_changes(orelse=None)
+    _retire_xformers(node, ctx)
+    ctx.hit("NM208")
+    if type(node.orelse) is cst.If:  # `if xf: A elif c: B` -> `if c: B`
+        return node.orelse.with_changes(leading_lines=node.leading_lines)
+    assert type(node.orelse) is cst.Else
+    statements = statements_of(node.orelse.body)
+    statements[0] = statements[0].with_changes(leading_lines=[*node.leading_lines, *leading_lines(statements[0])])
+    return flatten(ctx, statements)
+
+
+def _ends_in_raise(clause: cst.Else) -> bool:
+    """An `else:` whose last statement raises: an error branch."""
+    last = statements_of(clause.body)[-1]
+    return type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Raise
+
+
+@removable
+def _xformers_block(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
+    """An `if` that tests for xformers and has no `else` runs only xformers code: it goes as a whole."""
+    if type(stmt) is cst.If and stmt.orelse is None and _about_xformers(stmt.test):
+        _retire_xformers(stmt, ctx)
+        return Removal("NM208")
+    return None

@@ -103,16 +103,29 @@ def has_star_kwargs(call: cst.Call) -> bool:
     return any(arg.star == "**" for arg in call.args)
 
 
+def may_add(call: cst.Call, name: str) -> bool:
+    """Whether a rule may add `name=`: the call neither passes it nor forwards `**kwargs`, which may carry it
+    (a duplicate is a TypeError) or something it conflicts with (`DataLoader(**kw)` with a `batch_sampler`)."""
+    return kwarg(call, name) is None and not has_star_kwargs(call)
+
+
 def replace_arg(call: cst.Call, old: cst.Arg, new: cst.Arg) -> cst.Call:
     """Swap one argument, keeping the others (and their formatting) as they are."""
     return call.with_changes(args=[new if a is old else a for a in call.args])
 
 
 def remove_arg(call: cst.Call, old: cst.Arg) -> cst.Call:
-    """Drop one argument; the comma of the new last argument follows the removed one's."""
+    """Drop one argument; the comma of the new last argument follows the removed one's.
+
+    So does what stood between the removed last argument and the closing paren (the newline of a
+    call whose paren sits on its own line), unless the new last argument has its own.
+    """
     args = [a for a in call.args if a is not old]
     if args and call.args and call.args[-1] is old:
-        args[-1] = args[-1].with_changes(comma=old.comma)
+        closing = args[-1].whitespace_after_arg
+        if code(closing) == "":
+            closing = old.whitespace_after_arg
+        args[-1] = args[-1].with_changes(comma=old.comma, whitespace_after_arg=closing)
     return call.with_changes(args=args)
 
 
@@ -289,3 +302,14 @@ def assignment(stmt: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None
         if len(assign.targets) == 1 and type(assign.targets[0].target) is cst.Name:
             return assign.targets[0].target.value, assign.value
     return None
+
+
+def bnb_bits(call: cst.Call) -> str:
+    """`"8bit"` for a bitsandbytes load or config that asks for 8 bits (`load_in_8bit=` set, not False/None, and no
+    4-bit request beside it), else `"4bit"`: which memory factor NM908's TODO names."""
+
+    def asked(name: str) -> bool:
+        arg = kwarg(call, name)
+        return arg is not None and not (type(arg.value) is cst.Name and arg.value.value in ("False", "None"))
+
+    return "8bit" if asked("load_in_8bit") and not asked("load_in_4bit") else "4bit"

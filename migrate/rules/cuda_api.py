@@ -7,13 +7,18 @@ and `import torch as T; T.cuda.synchronize()` are found too. Calls with no Neuro
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
+
 import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import on
-from migrate.rules.references import references
-from migrate.rules.todo_catalogue import CUDA_ONLY_BLOCK
+from migrate.rules.base import code, family_state, on, string_value, with_string_value
+from migrate.rules.device import is_device_side, is_rank
+from migrate.rules.references import bindings, references
+from migrate.rules.retired import retire
+from migrate.rules.todo_catalogue import CUDA_ONLY_BLOCK, CUDA_ONLY_NAMES, CUDA_RUNTIME_MESSAGES
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -23,10 +28,16 @@ RULES: tuple[Rule, ...] = (
         summary="`torch.cuda.*` calls -> their `torch.neuron.*` or `torch.accelerator.*` equivalent.",
         rationale="transformers and accelerate already call `torch.neuron.is_available`, "
         "`device_count`, `set_device`, `current_device`, `manual_seed_all`, rng state, "
-        "`empty_cache` and the allocated-memory stats, so those keep their names. Reserved-memory "
-        "stats, `mem_get_info` and `synchronize` go through the generic `torch.accelerator` API "
-        "(torch >= 2.6), whose Neuron support does not depend on torch-neuronx naming. "
-        "`torch.cuda.OutOfMemoryError` is `torch.OutOfMemoryError`.",
+        "`empty_cache` and the allocated-memory stats, so those keep their names. The other memory "
+        "statistics (`memory_reserved`, `max_memory_reserved`, `memory_stats`, `memory_summary`, "
+        "`memory_snapshot`, the resets; `reset_max_memory_allocated` is `reset_peak_memory_stats`) are TorchNeuron's caching "
+        "allocator's, read through the same `torch.neuron` module (its memory-profiling guide), which "
+        "the dry run's device module has too. `mem_get_info` (which `torch.neuron` lacks, transformers "
+        "#47029) and `synchronize` go through the generic `torch.accelerator` API. "
+        "`torch.cuda.OutOfMemoryError` is `torch.OutOfMemoryError`. A bf16 readiness check that also "
+        "demands CUDA (`torch.version.cuda and torch.cuda.is_bf16_supported() and dist.is_nccl_available() "
+        "and nccl.version() >= (2, 10)`) keeps only its bf16 test: NeuronCores compute in bf16 and need no "
+        "NCCL.",
         before="import torch\nif torch.cuda.is_available():\n    torch.cuda.empty_cache()\ntorch.cuda.synchronize()\n",
         after="import torch\nif torch.neuron.is_available():\n    torch.neuron.empty_cache()\n"
         "torch.accelerator.synchronize()\n",
@@ -48,7 +59,13 @@ _MAP: dict[str, tuple[str, str]] = {
             "empty_cache",
             "memory_allocated",
             "max_memory_allocated",
+            "memory_reserved",
+            "max_memory_reserved",
+            "memory_stats",
+            "memory_summary",
+            "memory_snapshot",
             "reset_peak_memory_stats",
+            "reset_accumulated_memory_stats",
             "manual_seed_all",
             "get_rng_state",
             "set_rng_state",
@@ -58,11 +75,8 @@ _MAP: dict[str, tuple[str, str]] = {
     },
     "manual_seed": ("torch.neuron", "manual_seed_all"),
     "synchronize": ("torch.accelerator", "synchronize"),
-    "memory_reserved": ("torch.accelerator", "memory_reserved"),
-    "max_memory_reserved": ("torch.accelerator", "max_memory_reserved"),
-    "memory_stats": ("torch.accelerator", "memory_stats"),
     "mem_get_info": ("torch.accelerator", "get_memory_info"),
-    "reset_max_memory_allocated": ("torch.accelerator", "reset_peak_memory_stats"),
+    "reset_max_memory_allocated": ("torch.neuron", "reset_peak_memory_stats"),
 }
 
 
@@ -72,32 +86,130 @@ def _target(qualified: str | None) -> tuple[str, str] | None:
     return _MAP.get(qualified[len("torch.cuda.") :])
 
 
-@on("Call")
-def cuda_api_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
-    if not ctx.enabled("NM104"):
+@on("Attribute")
+def cuda_api_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
+    """`torch.cuda.X` -> its Neuron equivalent, called or not: `atexit.register(torch.cuda.empty_cache)` and
+    `sync = torch.cuda.synchronize` are references to the same function as a call is."""
+    attr = node.attr.value
+    if attr not in _MAP and attr != "OutOfMemoryError" or not ctx.enabled("NM104"):
         return node
-    target = _target(ctx.qualify(node.func))
+    qualified = ctx.qualify(node)
+    if qualified == "torch.cuda.OutOfMemoryError":
+        ctx.hit("NM104")
+        return cst.Attribute(value=ctx.module_ref("torch"), attr=cst.Name("OutOfMemoryError"))
+    target = _target(qualified)
     if target is None:
         return node
     module, name = target
     ctx.hit("NM104")
-    return node.with_changes(func=cst.Attribute(value=ctx.module_ref(module), attr=cst.Name(name)))
+    return cst.Attribute(value=ctx.module_ref(module), attr=cst.Name(name))
 
 
-@on("Attribute")
-def cuda_oom(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
-    if (
-        node.attr.value == "OutOfMemoryError"
-        and ctx.enabled("NM104")
-        and ctx.qualify(node) == "torch.cuda.OutOfMemoryError"
-    ):
-        ctx.hit("NM104")
-        return cst.Attribute(value=ctx.module_ref("torch"), attr=cst.Name("OutOfMemoryError"))
+@on("Call")
+def cuda_api_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
+    """A call of a name imported from `torch.cuda` (`from torch.cuda import empty_cache`), and NM106's
+    `set_device` of a rank (attributes are renamed by `cuda_api_reference`, before their call is left)."""
+    if type(node.func) is cst.Name and ctx.enabled("NM104"):
+        qualified = ctx.qualify(node.func)
+        target = _target(qualified)
+        if qualified is not None and target is not None:
+            module, name = target
+            ctx.hit("NM104")
+            retire(ctx, qualified)  # `from torch.cuda import empty_cache` goes with its last use
+            node = node.with_changes(func=cst.Attribute(value=ctx.module_ref(module), attr=cst.Name(name)))
+    if len(node.args) == 1 and not node.args[0].star and ctx.enabled("NM106"):
+        index = node.args[0].value
+        if ctx.qualify(node.func) == "torch.neuron.set_device" and is_rank(index):
+            # the rank's own core under either reading of per-rank visibility (NM106): index 0 where a rank
+            # sees only its cores, the rank where it sees all; the index-less "neuron" devices follow it
+            ctx.hit("NM106")
+            count = f"{code(ctx.module_ref('torch.neuron'))}.device_count()"
+            modulo = cst.BinaryOperation(
+                left=index,
+                operator=cst.Modulo(
+                    whitespace_before=cst.SimpleWhitespace(" "), whitespace_after=cst.SimpleWhitespace(" ")
+                ),
+                right=cst.parse_expression(count),
+            )
+            node = node.with_changes(args=[node.args[0].with_changes(value=modulo)])
     return node
 
 
+# Operands of a bf16-readiness check that only CUDA can pass: `torch.version.cuda` (None elsewhere), NCCL.
+_CUDA_GATES = ("torch.version.cuda", "torch.distributed.is_nccl_available", "torch.cuda.nccl")
+_BF16 = frozenset({"torch.cuda.is_bf16_supported", "torch.neuron.is_bf16_supported"})
+
+
+class _Names(cst.CSTVisitor):
+    """The qualified names an expression reads."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.found: set[str] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        qualified = self.ctx.qualify(node)
+        if qualified is not None:
+            self.found.add(qualified)
+            return False
+        return True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        qualified = self.ctx.qualify(node)
+        if qualified is not None:
+            self.found.add(qualified)
+
+
+def _reads(node: cst.BaseExpression, ctx: FileContext) -> set[str]:
+    names = _Names(ctx)
+    node.visit(names)
+    return names.found
+
+
+def _and_operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a and b and c` -> `[a, b, c]` (libcst nests the chain to the left); a parenthesized part is one operand."""
+    if type(node) is cst.BooleanOperation and type(node.operator) is cst.And and not node.lpar:
+        return [*_and_operands(node.left), node.right]
+    return [node]
+
+
+@on("BooleanOperation")
+def bf16_gate(node: cst.BooleanOperation, ctx: FileContext) -> cst.BaseExpression:
+    """`torch.version.cuda and torch.cuda.is_bf16_supported() and dist.is_nccl_available() and nccl.version() >= (2, 10)`
+    (llama-recipes' `bf16_ready`) -> `torch.neuron.is_bf16_supported()`.
+
+    On Neuron `torch.version.cuda` is None and NCCL does not exist, so the check kept bf16 off even where
+    NM104 renamed its `is_bf16_supported`; NeuronCores compute in bf16 and their collectives are the
+    `neuron` backend, which needs no NCCL version. Only a chain that tests bf16 support loses these operands.
+    """
+    if type(node.operator) is not cst.And or not ctx.enabled("NM104"):
+        return node
+    operands = [*_and_operands(node.left), node.right]  # the chain's own parentheses are kept below
+    reads = [_reads(operand, ctx) for operand in operands]
+    if not any(found & _BF16 for found in reads):
+        return node
+    keep = [o for o, found in zip(operands, reads) if not any(q.startswith(_CUDA_GATES) for q in found)]
+    if not keep or len(keep) == len(operands):
+        return node
+    ctx.hit("NM104")
+    if any(q.startswith("torch.cuda.nccl") for found in reads for q in found):
+        retire(ctx, "torch.cuda.nccl")
+        nccl_todo = ("NM903", CUDA_RUNTIME_MESSAGES["nccl"])
+        if nccl_todo in ctx.frames[-1].todos:
+            ctx.frames[-1].todos.remove(nccl_todo)
+    new = keep[0]
+    for operand in keep[1:]:
+        new = cst.BooleanOperation(left=new, operator=cst.And(), right=operand)
+    return new.with_changes(lpar=node.lpar, rpar=node.rpar) if node.lpar else new
+
+
+_DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel"})
+
+
 class _CudaCalls(cst.CSTVisitor):
-    """Collects the `torch.cuda.*` calls left in a block (those NM104 had no equivalent for)."""
+    """Collects the CUDA-only calls left in a block: `torch.cuda.*` (those NM104 had no equivalent for) and
+    `DataParallel(...)`, whose scatter is CUDA's (NM926)."""
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__()
@@ -106,26 +218,56 @@ class _CudaCalls(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.ctx.qualify(node.func) or ""
-        if qualified.startswith("torch.cuda."):
+        if qualified.startswith("torch.cuda.") or qualified in _DATA_PARALLEL:
             self.found.append(qualified)
 
 
+@dataclass
+class _CudaOnlyNames:
+    """Names bound in blocks kept behind a CUDA check (`start, end = torch.cuda.Event(...), ...`): a later
+    guarded block that reads them (`end.record()`) would fail on Neuron, so it keeps its CUDA check too."""
+
+    names: set[str] = field(default_factory=set)
+
+
 class _Unguard(cst.CSTTransformer):
-    """`torch.neuron.is_available()` -> `torch.cuda.is_available()` inside one `if` test."""
+    """Puts back the CUDA test NM104/NM103 renamed in one `if` test: `torch.neuron.is_available()`,
+    `torch.neuron.device_count()` -> `torch.cuda.*`; `device.type == "neuron"` -> `"cuda"`."""
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__()
         self.ctx = ctx
-        self.reverted = 0
+        self.reverted: Counter[str] = Counter()
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
-        if self.ctx.qualify(updated.func) != "torch.neuron.is_available":
+        if self.ctx.qualify(updated.func) not in ("torch.neuron.is_available", "torch.neuron.device_count"):
             return updated
         if type(updated.func) is not cst.Attribute or type(updated.func.value) is not cst.Attribute:
             return updated  # `from torch import neuron; neuron.is_available()`: the user's own spelling
-        self.reverted += 1
+        self.reverted["NM104"] += 1
         neuron = updated.func.value  # `<torch>.neuron`, as NM104 wrote it
         return updated.with_changes(func=updated.func.with_changes(value=neuron.with_changes(attr=cst.Name("cuda"))))
+
+    def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.Comparison:
+        if len(updated.comparisons) != 1:
+            return updated
+        target = updated.comparisons[0]
+        left, right = updated.left, target.comparator
+        if type(right) is cst.SimpleString and is_device_side(left) and _renamed(right):
+            self.reverted["NM103"] += 1
+            return updated.with_changes(comparisons=[target.with_changes(comparator=_cuda(right))])
+        if type(left) is cst.SimpleString and is_device_side(right) and _renamed(left):
+            self.reverted["NM103"] += 1
+            return updated.with_changes(left=_cuda(left))
+        return updated
+
+
+def _renamed(node: cst.SimpleString) -> bool:
+    return (string_value(node) or "").split(":")[0] == "neuron"
+
+
+def _cuda(node: cst.SimpleString) -> cst.SimpleString:
+    return with_string_value(node, "cuda" + (string_value(node) or "")[len("neuron") :])
 
 
 @on("If")
@@ -135,24 +277,35 @@ def cuda_only_block(node: cst.If, ctx: FileContext) -> cst.If:
     NM104 renames the guard, but a call in its body with no Neuron equivalent (memory_summary,
     streams, events) would then run on Neuron and fail. Such a guard keeps its CUDA test (False
     on Neuron, so the block is skipped as it was on any machine without CUDA) and gets a TODO.
+    Guards by device type (`device.type == "cuda"`, renamed by NM103) and by device count
+    (`torch.cuda.device_count() > 1`) get the same check, and `nn.DataParallel` is CUDA-only too
+    (NM926): a script that ran on Neuron as written (`device = torch.accelerator.current_accelerator()`,
+    its CUDA branch wrapping the model in DataParallel) keeps running there.
     """
     if not ctx.enabled("NM104"):
         return node
     calls = _CudaCalls(ctx)
     node.body.visit(calls)
-    if not calls.found:
+    kept = family_state(ctx, "cuda-only-names", _CudaOnlyNames)
+    own = bindings(node.body)
+    needs = sorted((references([node.body]) - own) & kept.names)
+    if not calls.found and not needs:
         return node
     unguard = _Unguard(ctx)
     test = node.test.visit(unguard)
     if not unguard.reverted:
         return node
+    kept.names |= own
     frame = ctx.frames[-1]
-    frame.hits["NM104"] -= unguard.reverted
-    if frame.hits["NM104"] <= 0:
-        del frame.hits["NM104"]
-    if ctx.enabled("NM903"):
-        names = ", ".join(sorted({q.rpartition(".")[2] for q in calls.found}))
-        ctx.todo("NM903", CUDA_ONLY_BLOCK.format(names=names))
+    for rule_id, count in unguard.reverted.items():
+        frame.hits[rule_id] -= count
+        if frame.hits[rule_id] <= 0:
+            del frame.hits[rule_id]
+    cuda_calls = sorted({q.rpartition(".")[2] for q in calls.found if q not in _DATA_PARALLEL})
+    if cuda_calls and ctx.enabled("NM903"):
+        ctx.todo("NM903", CUDA_ONLY_BLOCK.format(names=", ".join(cuda_calls)))
+    elif needs and ctx.enabled("NM903"):
+        ctx.todo("NM903", CUDA_ONLY_NAMES.format(names=", ".join(needs)))
     return node.with_changes(test=test)
 
 

@@ -18,6 +18,7 @@ from migrate.registry import Rule
 from migrate.rules.base import (
     HookResult,
     add_kwarg,
+    argument,
     callee_name,
     has_star_kwargs,
     kwarg,
@@ -25,6 +26,7 @@ from migrate.rules.base import (
     method_of,
     on,
     positional_args,
+    remove_arg,
     replace_arg,
     string_value,
     with_string_value,
@@ -36,12 +38,16 @@ RULES: tuple[Rule, ...] = (
         id="NM101",
         name="cuda-method",
         safety="safe",
-        summary='`x.cuda()` -> `x.to("neuron")`, keeping the index and `non_blocking`.',
-        rationale='`.cuda()` only targets CUDA. `.to("neuron")` moves to the current NeuronCore; '
-        "an explicit index becomes `neuron:<i>`. The module `torch.cuda` is not a call and is left "
-        "to NM104.",
-        before="model = model.cuda()\nbatch = batch.cuda(local_rank, non_blocking=True)\n",
-        after='model = model.to("neuron")\nbatch = batch.to(f"neuron:{local_rank}", non_blocking=True)\n',
+        summary='`x.cuda()` -> `x.to("neuron")`, keeping an explicit index, a device argument and `non_blocking`.',
+        rationale='`.cuda()` only targets CUDA. `.to("neuron")` moves to the process\'s current NeuronCore. '
+        'An integer literal stays an index (`.cuda(1)` -> `.to("neuron:1")`); a rank (`local_rank`, '
+        '`args.gpu`, `LOCAL_RANK`) becomes the index-less `"neuron"`, which is each rank\'s own core '
+        "whether the runtime shows a rank only its cores (as `neuron:0`) or all of them with its own "
+        "current (docs/simulator.md, per-rank visibility); any other argument, a `torch.device` or a "
+        '`"cuda:0"` string, is passed on to `.to(...)` (renamed by NM102 where it is set). '
+        "The module `torch.cuda` is not a call and is left to NM104.",
+        before="model = model.cuda()\nbatch = batch.cuda(local_rank, non_blocking=True)\nlayer.cuda(device)\n",
+        after='model = model.to("neuron")\nbatch = batch.to("neuron", non_blocking=True)\nlayer.to(device)\n',
     ),
     Rule(
         id="NM102",
@@ -55,7 +61,10 @@ RULES: tuple[Rule, ...] = (
         "of truth, so later `.to(device)` calls need no change. Conditional arms are rewritten "
         "together with their `torch.cuda.is_available()` guard (NM104), never folded to CPU. "
         "Strings elsewhere (prints, logs, comments) are prose and never touched. "
-        '`torch.Generator(device="cuda")` becomes a CPU generator, which diffusers and samplers accept.',
+        '`torch.Generator(device="cuda")` becomes a CPU generator, which diffusers and samplers accept. '
+        'A rank as the index (`f"cuda:{local_rank}"`, `torch.device("cuda", rank)`) is dropped: the '
+        'index-less `"neuron"` is each rank\'s own core under either reading of per-rank visibility '
+        '(NM101); a literal index stays. `f"cuda"` is a device string too.',
         before='import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
         'x = torch.zeros(4, device="cuda:0")\n',
         after='import torch\ndevice = "neuron" if torch.cuda.is_available() else "cpu"\n'
@@ -78,29 +87,38 @@ RULES: tuple[Rule, ...] = (
         name="device-map",
         safety="unsafe",
         safety_reason="a model that `auto` would have split or offloaded is placed whole on one NeuronCore per process",
-        summary='`device_map` forms -> a NeuronCore: `"neuron"` in one process, per rank otherwise.',
+        summary='`device_map` forms -> `"neuron"`, the process\'s own NeuronCore (one process or per rank).',
         rationale='accelerate\'s `get_max_memory` has no Neuron branch, so `device_map="auto"` '
-        "(also balanced/sequential) loads every weight on CPU with no error. A single-process "
-        'script gets `device_map="neuron"`; a multi-process one (context rule 4: LOCAL_RANK, '
-        "process groups, DDP/FSDP, Accelerator, Trainer-family scripts) gets "
-        '`{"": f"neuron:{int(os.environ.get(\'LOCAL_RANK\', 0))}"}` so each rank loads onto its '
-        "own core; an option's default (`--device_map`, a `str` dataclass field) gets the string "
-        '`f"neuron:{...}"`, as a value given on the command line would be. `{"": expr}` keeps its index '
-        'expression: `{"": f"neuron:{expr}"}`. TRL\'s '
-        "removed `get_kbit_device_map()` is replaced the same way.",
-        before='model = AutoModelForCausalLM.from_pretrained(name, device_map="auto")\n',
-        after='model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n',
+        "(also balanced/sequential) loads every weight on CPU with no error. It becomes "
+        '`device_map="neuron"`: transformers loads onto `torch.device("neuron")`, the current core of '
+        "the process, so in a multi-process script (torchrun, accelerate, Trainer-family scripts) each "
+        "rank loads onto its own core whether the runtime shows a rank only its cores or all of them "
+        '(an explicit `f"neuron:{LOCAL_RANK}"` would be wrong under the first reading, docs/simulator.md). '
+        '`{"": local_rank}` and other rank expressions become `"neuron"` too; a literal index is kept '
+        '(`{"": 0}` -> `"neuron:0"` in one process), and `{"": expr}` of another expression keeps it: '
+        '`{"": f"neuron:{expr}"}`. TRL\'s removed `get_kbit_device_map()` is replaced the same way.',
+        before='model = AutoModelForCausalLM.from_pretrained(name, device_map="auto")\n'
+        'ref = AutoModelForCausalLM.from_pretrained(name, device_map={"": local_rank})\n',
+        after='model = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n'
+        'ref = AutoModelForCausalLM.from_pretrained(name, device_map="neuron")\n',
     ),
     Rule(
         id="NM106",
         name="device-ordinal",
         safety="safe",
-        summary='Integer device ordinals -> `neuron:<i>`; `pipeline(device=0)` -> `device="neuron"`.',
+        summary='Device ordinals: a rank -> the process\'s own core, `.to(0)` -> `neuron:0`, `pipeline(device=0)` -> `"neuron"`.',
         rationale="A bare int resolves through `torch.accelerator` at best; `pipeline(device=0)` "
-        "silently runs on CPU on Neuron. `.to(local_rank)`, `.to(self.gpu_id)`, `.to(0)` are made "
-        'explicit: `.to(f"neuron:{local_rank}")`.',
-        before='model.to(local_rank)\npipe = pipeline("text-generation", model=name, device=0)\n',
-        after='model.to(f"neuron:{local_rank}")\npipe = pipeline("text-generation", model=name, device="neuron")\n',
+        "silently runs on CPU on Neuron. `.to(0)` is made explicit (`neuron:0`); a rank (`.to(local_rank)`, "
+        '`.to(self.gpu_id)`) becomes `.to("neuron")`, each rank\'s own core whether the runtime shows a '
+        "rank only its cores (renumbered from 0) or all of them (docs/simulator.md, per-rank visibility). "
+        "For the same reason `torch.cuda.set_device(local_rank)` (renamed by NM104) becomes "
+        "`torch.neuron.set_device(local_rank % torch.neuron.device_count())` (index 0 of one visible core, "
+        "or the rank's own of all), and a rank in DDP's `device_ids`/`output_device` becomes "
+        "`torch.neuron.current_device()`.",
+        before="import torch\ntorch.neuron.set_device(local_rank)\nmodel.to(local_rank)\n"
+        'pipe = pipeline("text-generation", model=name, device=0)\n',
+        after="import torch\ntorch.neuron.set_device(local_rank % torch.neuron.device_count())\n"
+        'model.to("neuron")\npipe = pipeline("text-generation", model=name, device="neuron")\n',
     ),
     Rule(
         id="NM107",
@@ -118,6 +136,8 @@ RULES: tuple[Rule, ...] = (
 _DEVICE_NAMES = r"(?i)device|dev|\w+_device|device_(?:type|str|name)"
 _DEVICE_VALUE_NAMES = re.compile(r"(?i)device|dev|\w+_device|device_(?:type|str|name)")
 _ORDINAL_NAMES = re.compile(r"(?:ddp_)?(?:local_)?rank|gpu_id|gpu|device_id|(?:local_)?process_index|gpu_index")
+_RANK_CALLS = frozenset({"get_rank", "get_local_rank", "current_device", "local_rank", "get_node_local_rank"})
+_RANK_TEXT = re.compile(r"\bLOCAL_RANK\b|\bRANK\b|local_rank|process_index")
 _CUDA = re.compile(r"cuda(:\d+)?")
 _MAP_AUTO = {"auto", "balanced", "balanced_low_0", "sequential"}
 
@@ -126,6 +146,27 @@ def neuron_text(text: str) -> str | None:
     """`cuda` -> `neuron`, `cuda:1` -> `neuron:1`; anything else -> None."""
     match = _CUDA.fullmatch(text)
     return None if match is None else "neuron" + (match.group(1) or "")
+
+
+def is_rank(node: cst.BaseExpression) -> bool:
+    """Whether a device index is the process's rank: `local_rank`, `args.gpu`, `self.gpu_id`,
+    `int(os.environ["LOCAL_RANK"])`, `dist.get_rank()`, `accelerator.local_process_index`.
+
+    Such an index names the rank's own core, which the index-less `"neuron"` is under either reading of
+    per-rank visibility; the index itself is wrong where a rank sees only its own cores, as `neuron:0`.
+    """
+    name = last_name(node)
+    if name is not None:
+        return _ORDINAL_NAMES.fullmatch(name) is not None
+    if type(node) is cst.Call:
+        if callee_name(node) in _RANK_CALLS:
+            return True
+        if type(node.func) is cst.Name and node.func.value == "int" and node.args:
+            return is_rank(node.args[0].value)
+    if type(node) is cst.Subscript or type(node) is cst.Call:  # `os.environ["LOCAL_RANK"]`, `.get("RANK", 0)`
+        text = cst.Module([]).code_for_node(node)
+        return "environ" in text and _RANK_TEXT.search(text) is not None
+    return False
 
 
 def _fstring(prefix: str, expr: cst.BaseExpression) -> cst.FormattedString:
@@ -150,15 +191,32 @@ def device_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpres
         return with_string_value(node, new)
     if type(node) is cst.FormattedString and node.parts:
         first = node.parts[0]
+        quote = node.end
+        if type(first) is cst.FormattedStringText and len(node.parts) == 1 and _CUDA.fullmatch(first.value):
+            return cst.SimpleString(f"{quote}neuron{first.value[4:]}{quote}")  # `f"cuda"`: no placeholder at all
         if type(first) is cst.FormattedStringText and first.value.startswith("cuda:"):
+            if first.value == "cuda:" and len(node.parts) == 2 and _rank_part(node.parts[1]):
+                return cst.SimpleString(f"{quote}neuron{quote}")  # `f"cuda:{local_rank}"`: the rank's own core
             return node.with_changes(parts=[first.with_changes(value="neuron" + first.value[4:]), *node.parts[1:]])
     if type(node) is cst.Call and method_of(node, "format") and type(node.func) is cst.Attribute:
         template = node.func.value  # `"cuda:{}".format(args.gpu)` (pytorch/examples)
         text = string_value(template)
         if type(template) is cst.SimpleString and text is not None and text.startswith("cuda:{"):
+            positional = positional_args(node)
+            if text == "cuda:{}" and len(node.args) == 1 and positional and is_rank(positional[0].value):
+                return with_string_value(template, "neuron")
             renamed = with_string_value(template, "neuron" + text[4:])
             return node.with_changes(func=node.func.with_changes(value=renamed))
     return None
+
+
+def _rank_part(part: cst.BaseFormattedStringContent) -> bool:
+    return (
+        type(part) is cst.FormattedStringExpression
+        and part.conversion is None
+        and part.format_spec is None
+        and is_rank(part.expression)
+    )
 
 
 # Device positions that take a variable: `map_location=loc`, `device=dev`, `.to(loc)`, `torch.device(loc)`.
@@ -243,20 +301,15 @@ setting("NM106", r"device", through(_pipeline_ordinal))
 
 
 def _per_rank(ctx: FileContext) -> cst.BaseExpression:
-    """Each rank's own core. An option's default (`--device_map`, a `str` field) stays a string, as a value
-    given on the command line would be; `from_pretrained` reads `"neuron:1"` as `{"": "neuron:1"}`."""
-    os_name = cst.Module([]).code_for_node(ctx.module_ref("os"))
-    core = f"f\"neuron:{{int({os_name}.environ.get('LOCAL_RANK', 0))}}\""
-    return cst.parse_expression(core if ctx.option_default else f'{{"": {core}}}')
+    """Each rank's own core: the index-less device, the current core of the process (see `is_rank`)."""
+    return cst.SimpleString('"neuron"')
 
 
 def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
     if type(node) is cst.SimpleString:
         text = string_value(node)
         if text in _MAP_AUTO or text == "cuda":
-            if ctx.facts.multi_process:
-                return _per_rank(ctx)
-            if text in _MAP_AUTO and not ctx.facts.trainer:
+            if text in _MAP_AUTO and not ctx.facts.trainer and not ctx.facts.multi_process:
                 ctx.warn("NM105", f'device_map="{text}" loaded every weight on CPU on Neuron; now "neuron"')
             return with_string_value(node, "neuron")
         if text is not None and text.startswith("cuda:"):
@@ -268,7 +321,7 @@ def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpressio
         element = node.elements[0]
         if type(element) is cst.DictElement and string_value(element.key) == "":
             value = element.value
-            if type(value) is cst.Integer and ctx.facts.multi_process:
+            if type(value) is cst.Integer and ctx.facts.multi_process or is_rank(value):
                 return _per_rank(ctx)  # a hard-coded 0 under torchrun would put every rank on core 0
             if type(value) is cst.Integer:
                 new: cst.BaseExpression = cst.SimpleString(f'"neuron:{value.value}"')
@@ -302,14 +355,23 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         ctx.hit("NM101")
         args = list(node.args)
         positional = positional_args(node)
-        if positional:
-            index = positional[0].value
-            target: cst.BaseExpression = (
-                cst.SimpleString(f'"neuron:{index.value}"')
-                if type(index) is cst.Integer
-                else _fstring("neuron:", index)
-            )
-            args[args.index(positional[0])] = positional[0].with_changes(value=target)
+        device = kwarg(node, "device")
+        given = positional[0] if positional else device
+        if given is not None:
+            index = given.value
+            target: cst.BaseExpression = index  # a `torch.device` or an index `.to` resolves itself
+            if type(index) is cst.Integer:
+                target = cst.SimpleString(f'"neuron:{index.value}"')
+            elif is_rank(index):
+                target = cst.SimpleString('"neuron"')
+            else:
+                target = through(device_literal)(index, ctx) or index
+            moved = given.with_changes(value=target, keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+            if args.index(given) == 0:
+                args[0] = moved
+            else:  # `.cuda(non_blocking=True, device=d)`: `.to` takes the device first
+                args.remove(given)
+                args = _recomma([moved, *args])
         else:
             first = cst.Arg(cst.SimpleString('"neuron"'))
             if args:
@@ -326,21 +388,26 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             new = through(device_literal)(value, ctx)
             if new is not None:
                 ctx.hit("NM102")
-                return replace_arg(node, arg, arg.with_changes(value=new))
+                node = replace_arg(node, arg, arg.with_changes(value=new))
+                rank = argument(node, 1, "index") if not method_of(node, "to") else None
+                if rank is not None and is_rank(rank.value):  # `torch.device("cuda", local_rank)`
+                    node = remove_arg(node, rank)
+                return node
         if method_of(node, "to") and ctx.enabled("NM106"):
             if type(value) is cst.Integer:
                 ctx.hit("NM106")
                 return replace_arg(node, arg, arg.with_changes(value=cst.SimpleString(f'"neuron:{value.value}"')))
-            name = last_name(value)
-            if name is not None and _ORDINAL_NAMES.fullmatch(name):
+            if is_rank(value):
                 ctx.hit("NM106")
-                return replace_arg(node, arg, arg.with_changes(value=_fstring("neuron:", value)))
+                return replace_arg(node, arg, arg.with_changes(value=cst.SimpleString('"neuron"')))
         return node
+    if ctx.enabled("NM106") and (callee_name(node) or "") in _DATA_PARALLEL:
+        return _replica_device(node, ctx)
     if (
         method_of(node, "startswith")
         and ctx.enabled("NM103")
         and type(func) is cst.Attribute
-        and _is_device_side(func.value)
+        and is_device_side(func.value)
     ):
         positional = positional_args(node)
         text = string_value(positional[0].value) if positional else None
@@ -368,6 +435,41 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     return node
 
 
+_DATA_PARALLEL = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP"})
+
+
+def _replica_device(node: cst.Call, ctx: FileContext) -> cst.Call:
+    """`DDP(model, device_ids=[local_rank], output_device=local_rank)`: the rank's own core, `current_device()`.
+
+    DDP moves each input batch to `device_ids[0]`, so the ids stay (distributed.py says why); an index that
+    is the rank would name another process's core where a rank sees only its own.
+    """
+    current = f"{cst.Module([]).code_for_node(ctx.module_ref('torch.neuron'))}.current_device()"
+    for name in ("device_ids", "output_device", "device_id"):
+        arg = kwarg(node, name)
+        if arg is None:
+            continue
+        value = arg.value
+        if type(value) is cst.List and len(value.elements) == 1 and is_rank(value.elements[0].value):
+            element = value.elements[0]
+            new: cst.BaseExpression = value.with_changes(
+                elements=[element.with_changes(value=cst.parse_expression(current))]
+            )
+        elif type(value) is not cst.List and is_rank(value):
+            new = cst.parse_expression(current)
+        else:
+            continue
+        ctx.hit("NM106")
+        node = replace_arg(node, arg, arg.with_changes(value=new))
+    return node
+
+
+def _recomma(args: list[cst.Arg]) -> list[cst.Arg]:
+    """`args` reordered: a comma after each but the last, which keeps none."""
+    out = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in args[:-1]]
+    return [*out, args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+
+
 def _loads_by_name(node: cst.BaseExpression) -> bool:
     """A string literal, or a name that reads like a model id (`model_name`, `args.model_id`)."""
     if type(node) is cst.SimpleString:
@@ -376,7 +478,8 @@ def _loads_by_name(node: cst.BaseExpression) -> bool:
     return bool(re.search(r"name|path|_id$|checkpoint", name))
 
 
-def _is_device_side(node: cst.BaseExpression) -> bool:
+def is_device_side(node: cst.BaseExpression) -> bool:
+    """A device value NM103 compares: `device`, `args.device`, `x.type`, `x.device.type`."""
     if type(node) is cst.Attribute and node.attr.value == "type":
         return True
     name = last_name(node)
@@ -394,12 +497,12 @@ def device_comparison(node: cst.Comparison, ctx: FileContext) -> cst.Comparison:
     if not membership and not isinstance(target.operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot)):
         return node
     # `device == "cuda"` renames the right side; `"cuda" in device` / `"cuda" == device` the left.
-    if not membership and type(right) is cst.SimpleString and _is_device_side(left):
+    if not membership and type(right) is cst.SimpleString and is_device_side(left):
         new = neuron_text(string_value(right) or "")
         if new is not None:
             ctx.hit("NM103")
             return node.with_changes(comparisons=[target.with_changes(comparator=with_string_value(right, new))])
-    if type(left) is cst.SimpleString and _is_device_side(right):
+    if type(left) is cst.SimpleString and is_device_side(right):
         new = neuron_text(string_value(left) or "")
         if new is not None:
             ctx.hit("NM103")

@@ -22,7 +22,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import callee_name, family_state, kwarg, on, remove_arg, rename_kwarg, replace_arg
-from migrate.rules.todo_catalogue import REMOVED_TRL_API
+from migrate.rules.todo_catalogue import REMOVED_TRL_API, todo
 
 _RENAMES = [
     (
@@ -81,7 +81,9 @@ _RENAMES = [
         "NM707",
         "group-by-length",
         '`group_by_length=True` -> `train_sampling_strategy="group_by_length"`; `no_cuda` -> `use_cpu`.',
-        "Both replaced in transformers 5; `use_mps_device` is removed (MPS is picked automatically).",
+        "Both replaced in transformers 5; `use_mps_device` is removed (MPS is picked automatically). "
+        'A `group_by_length` expression keeps its value: `"group_by_length" if flag else "random"` '
+        "(`random`, the default, is what `False` meant); `False` is dropped.",
         'args = TrainingArguments(output_dir="out", group_by_length=True)\n',
         'args = TrainingArguments(output_dir="out", train_sampling_strategy="group_by_length")\n',
     ),
@@ -172,6 +174,7 @@ class Removed:
     why: str = ""  # what became of it, where a note or TODO has to say so (the field is gone or undecidable)
     new: str | None = None  # the field that replaces it; None when it is gone
     on_value: str | None = None  # a bool replaced by a valued field: the new field's value for True
+    off_value: str | None = None  # ... and its value for False (the new field's default)
     read: str | None = None  # what `<args>.<field>` becomes ("{}" is the receiver); None: TODO NM921
     bool_field: bool = False  # a bool: HfArgumentParser let `--field` stand alone or take true/false
     owners: str = "any"  # "any" training arguments; "sft": SFTConfig; "trl": TRL configs but SFTConfig
@@ -210,6 +213,7 @@ FIELDS: dict[str, Removed] = {
         'replaced by train_sampling_strategy="group_by_length" in transformers 5',
         new="train_sampling_strategy",
         on_value="group_by_length",
+        off_value="random",
         read='({}.train_sampling_strategy == "group_by_length")',
         bool_field=True,
     ),
@@ -274,13 +278,21 @@ def drift_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         elif removed.on_value is None:
             node = rename_kwarg(node, arg, removed.new)
         else:
-            node = replace_arg(
-                node,
-                arg,
-                arg.with_changes(keyword=cst.Name(removed.new), value=cst.SimpleString(f'"{removed.on_value}"')),
-            )
+            node = replace_arg(node, arg, arg.with_changes(keyword=cst.Name(removed.new), value=_valued(arg, removed)))
         ctx.hit(removed.rule)
     return node
+
+
+def _valued(arg: cst.Arg, removed: Removed) -> cst.BaseExpression:
+    """The new field's value for a bool that was `True`, or an expression: `group_by_length=flag` ->
+    `"group_by_length" if flag else "random"` (the value carried: an expression may well be False)."""
+    on = cst.SimpleString(f'"{removed.on_value}"')
+    if type(arg.value) is cst.Name and arg.value.value == "True" or removed.off_value is None:
+        return on
+    test = arg.value
+    if isinstance(test, cst.IfExp | cst.Lambda | cst.NamedExpr):
+        test = test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.IfExp(test=test, body=on, orelse=cst.SimpleString(f'"{removed.off_value}"'))
 
 
 def _is_false(node: cst.BaseExpression) -> bool:
@@ -378,8 +390,55 @@ def annotated_binding(node: cst.AnnAssign, ctx: FileContext) -> cst.AnnAssign:
 
 @on("Param")
 def arguments_shadowed(node: cst.Param, ctx: FileContext) -> cst.Param:
-    """A parameter of the same name shadows a tracked binding: forget it rather than guess."""
+    """A parameter of the same name shadows a tracked binding: forget it rather than guess; one annotated with
+    a training-arguments class holds one (`def get_model(model_args: ModelConfig, ...)`, open-r1's model utils).
+
+    A parameter is left before the function's body is visited, so its reads there see the binding.
+    """
     _forget(ctx, node.name)
+    if node.annotation is not None:
+        cls = _arguments_class(node.annotation.annotation, ctx)
+        if cls is not None:
+            _bindings(ctx).arguments[node.name.value] = cls
+    return node
+
+
+# Names scripts give TRL's `ModelConfig` where no binding says so (`def get_model(model_args, training_args)`).
+_MODEL_ARGS = re.compile(r"model_(?:args|arguments|config|cfg)")
+_IMPORTS_TRL = re.compile(r"^[ \t]*(?:from[ \t]+trl\b|import[ \t]+trl\b)", re.M)
+_DTYPE_FIELD = re.compile(r"^[ \t]+torch_dtype[ \t]*:", re.M)
+# A script that reads its arguments from a YAML recipe, which NM818 migrates.
+_READS_RECIPES = re.compile(r"parse_yaml_file|parse_args_and_config|TrlParser|\.ya?ml\b")
+
+
+def _model_config_by_name(receiver: str, name: str, ctx: FileContext) -> bool:
+    """`model_args.torch_dtype` in a TRL script that defines no `torch_dtype` field of its own: TRL's ModelConfig.
+
+    Recipes and launch lines migrated by NM818 say `dtype`, which is all TRL 1.x's ModelConfig has; a reader
+    left at `torch_dtype` is an AttributeError there. A script with its own `torch_dtype` field gets NM927.
+    """
+    return (
+        name in MODEL_CONFIG_FIELDS
+        and _MODEL_ARGS.fullmatch(receiver) is not None
+        and _IMPORTS_TRL.search(ctx.text) is not None
+        and _DTYPE_FIELD.search(ctx.text) is None
+    )
+
+
+@on("AnnAssign")
+def own_dtype_field(node: cst.AnnAssign, ctx: FileContext) -> cst.AnnAssign:
+    """NM927: a script's own dataclass field `torch_dtype`, which YAML recipes migrated by NM818 no longer set.
+
+    Only in a script that reads YAML recipes: one configured by its command line (`--torch_dtype`) or JSON
+    keeps working as it is.
+    """
+    if (
+        type(node.target) is cst.Name
+        and node.target.value == "torch_dtype"
+        and "@dataclass" in ctx.text
+        and _READS_RECIPES.search(ctx.text)
+    ):
+        todo(ctx, "NM927")
     return node
 
 
@@ -429,6 +488,8 @@ def removed_field_read(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpress
         return node
     receiver, name = node.value.value, node.attr.value
     cls = _bindings(ctx).arguments.get(receiver)
+    if cls is None and _model_config_by_name(receiver, name, ctx):
+        cls = "ModelConfig"
     if cls == "ModelConfig":  # TRL's model arguments are no training arguments: their own renames only
         new = MODEL_CONFIG_FIELDS.get(name)
         if new is None or not ctx.enabled("NM709") or _assigned(ctx.text, receiver, name):

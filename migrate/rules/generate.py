@@ -17,8 +17,10 @@ from migrate.registry import Rule
 from migrate.rules.base import (
     add_kwarg,
     callee_name,
+    has_star_kwargs,
     kwarg,
     last_name,
+    may_add,
     method_of,
     on,
     positional_args,
@@ -119,8 +121,8 @@ def _tokenizer_call(node: cst.BaseExpression) -> cst.Call | None:
 
 def _pad(call: cst.Call) -> cst.Call:
     padding = kwarg(call, "padding")
-    if padding is not None and string_value(padding.value) == "max_length":
-        return call
+    if padding is not None and string_value(padding.value) == "max_length" or has_star_kwargs(call):
+        return call  # `**kwargs` may already choose the padding
     if padding is None:
         call = add_kwarg(call, "padding", "True")
     if kwarg(call, "pad_to_multiple_of") is None:
@@ -173,7 +175,7 @@ def generate_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             for arg in list(node.args):
                 if arg.keyword is not None and arg.keyword.value.startswith("vllm_"):
                     node = remove_arg(node, arg)
-            if kwarg(node, "cache_implementation") is None:
+            if may_add(node, "cache_implementation"):
                 node = add_kwarg(node, "cache_implementation", '"static"')
     return node
 

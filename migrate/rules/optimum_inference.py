@@ -28,6 +28,7 @@ from migrate.rules.base import (
     has_star_kwargs,
     kwarg,
     last_name,
+    may_add,
     method_of,
     on,
     remove_arg,
@@ -36,7 +37,7 @@ from migrate.rules.base import (
 )
 from migrate.rules.legacy_names import is_legacy, resolve, swap
 from migrate.rules.removal import Removal, removable
-from migrate.rules.todo_catalogue import flatten, todo
+from migrate.rules.todo_catalogue import TP_LAUNCH, flatten, todo
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -49,8 +50,10 @@ RULES: tuple[Rule, ...] = (
         "the same checkpoint; TorchNeuron compiles it on first use, so `export`, the export shapes "
         "and the compiler arguments (`num_cores`, `auto_cast`, `optlevel`, ...) are dropped. The "
         "dtype follows `auto_cast_type` (bf16 unless fp32 was asked for). A model split over "
-        "`num_cores`/`tensor_parallel_size` > 1 gets `distributed_config=DistributedConfig(tp_size=N)` "
-        "instead of a device map and TODO NM917 (one process per core). Resolved by import path: "
+        "`num_cores`/`tensor_parallel_size` > 1 runs however it is launched: under torchrun "
+        "`distributed_config=DistributedConfig(tp_size=<WORLD_SIZE>)` shards it over the processes (one per "
+        'core; the mesh must be the world size), under plain `python` it loads whole on `device_map="neuron"`; '
+        "TODO NM917 says how to launch it over N cores. Resolved by import path: "
         "the training `NeuronModelForCausalLM` is NM506's.",
         before="import torch\nfrom optimum.neuron import NeuronModelForSequenceClassification\n"
         'model = NeuronModelForSequenceClassification.from_pretrained(model_id, export=True, auto_cast="matmul")\n',
@@ -221,7 +224,8 @@ class _State:
     pending: tuple[_Export, str] | None = None  # (export, kind) of the load in the current statement
     encoder: tuple[str, _Export] | None = None  # encoder model variable and its export
     dicts: dict[str, cst.Dict] = field(default_factory=dict)  # `name = {"key": value, ...}` seen so far
-    inlined: set[str] = field(default_factory=set)  # those splatted into an Optimum call and inlined there
+    # those splatted into an Optimum call and inlined there -> the rule credited when the dict goes
+    inlined: dict[str, str] = field(default_factory=dict)
 
 
 def _state(ctx: FileContext) -> _State:
@@ -273,11 +277,15 @@ def _native_load(call: cst.Call, export: _Export, ctx: FileContext, rule_id: str
     if dropped:
         ctx.warn(rule_id, f"dropped export arguments {', '.join(dropped)}: TorchNeuron compiles on first use")
     if export.tp is not None:
-        todo(ctx, "NM917")
+        todo(ctx, "NM917", TP_LAUNCH.format(cores=code(export.tp)))
     if export.tp is not None and not pipeline:
-        if kwarg(call, "distributed_config") is None:
+        if may_add(call, "distributed_config") and may_add(call, "device_map"):
+            # however it is launched: `python` runs the whole model on one core, torchrun shards it over its
+            # processes (DistributedConfig's mesh must be the world size: tp_size=N alone fails under `python`)
             config = ctx.name_ref("transformers.distributed", "DistributedConfig")
-            call = add_kwarg(call, "distributed_config", f"{config}(tp_size={code(export.tp)})")
+            world = f'int({code(ctx.module_ref("os"))}.environ.get("WORLD_SIZE", 1))'
+            call = add_kwarg(call, "distributed_config", f"{config}(tp_size={world}) if {world} > 1 else None")
+            call = add_kwarg(call, "device_map", f'None if {world} > 1 else "neuron"')
     elif kwarg(call, "device_map") is None and kwarg(call, "device") is None and not has_star_kwargs(call):
         call = add_kwarg(call, "device" if pipeline else "device_map", '"neuron"')
     if kwarg(call, "dtype") is None and kwarg(call, "torch_dtype") is None and not has_star_kwargs(call):
@@ -350,10 +358,11 @@ def _pipeline(node: cst.Call, ctx: FileContext) -> cst.Call:
     return _native_load(node, export, ctx, "NM515", pipeline=True)
 
 
-def _inline_splats(node: cst.Call, ctx: FileContext) -> cst.Call:
+def inline_splats(node: cst.Call, ctx: FileContext, rule_id: str = "NM511") -> cst.Call:
     """`X.from_pretrained(id, **compiler_args, **input_shapes)` with both dicts built in the file:
     their entries become keywords, so the export arguments among them are read and dropped like
-    literal ones (a splatted `num_cores` is a TypeError for a transformers model)."""
+    literal ones (a splatted `num_cores` is a TypeError for a transformers model). `rule_id` is the rule
+    credited when a dict statement goes once inlined (NM531 for the diffusion pipelines, which share this)."""
     state = _state(ctx)
     args: list[cst.Arg] = []
     for arg in node.args:
@@ -361,7 +370,7 @@ def _inline_splats(node: cst.Call, ctx: FileContext) -> cst.Call:
         if name is None or name not in state.dicts:
             args.append(arg)
             continue
-        state.inlined.add(name)
+        state.inlined[name] = rule_id
         for element in state.dicts[name].elements:
             assert type(element) is cst.DictElement
             args.append(
@@ -374,7 +383,7 @@ def _inline_splats(node: cst.Call, ctx: FileContext) -> cst.Call:
             )
     if len(args) == len(node.args) and all(a is b for a, b in zip(args, node.args)):
         return node
-    args[-1] = args[-1].with_changes(comma=node.args[-1].comma)
+    args[-1] = args[-1].with_changes(comma=node.args[-1].comma, whitespace_after_arg=node.args[-1].whitespace_after_arg)
     return node.with_changes(args=args)
 
 
@@ -400,7 +409,7 @@ def inlined_dict(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
     """A keyword dict whose entries were inlined into the Optimum call goes once nothing else reads it."""
     bound = assignment(stmt)
     if bound is not None and type(bound[1]) is cst.Dict and bound[0] in _state(ctx).inlined:
-        return Removal("NM511", binds=bound[0])
+        return Removal(_state(ctx).inlined[bound[0]], binds=bound[0])
     return None
 
 
@@ -411,7 +420,7 @@ def optimum_inference_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpressi
         name = _model_class(func.value, ctx)
         if name is not None:
             if ctx.enabled("NM511"):
-                node = _inline_splats(node, ctx)
+                node = inline_splats(node, ctx)
             method = func.attr.value
             if method == "from_pretrained":
                 return _from_pretrained(node, name, ctx)

@@ -7,6 +7,7 @@ scaler whose Neuron support is unconfirmed, and `tf32=True` raises on any non-CU
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -16,8 +17,10 @@ from migrate.rules.base import (
     add_kwarg,
     argument,
     callee_name,
+    family_state,
     kwarg,
     matches,
+    may_add,
     method_of,
     on,
     positional_args,
@@ -27,6 +30,7 @@ from migrate.rules.base import (
     string_value,
     with_string_value,
 )
+from migrate.rules.diffusers_common import is_diffusers_load, keeps_torch_dtype
 from migrate.rules.settings import setting, subscript_key, through
 
 RULES: tuple[Rule, ...] = (
@@ -59,10 +63,13 @@ RULES: tuple[Rule, ...] = (
         id="NM203",
         name="torch-dtype-kwarg",
         safety="safe",
-        summary="`torch_dtype=` -> `dtype=` (transformers 5).",
+        summary="`torch_dtype=` -> `dtype=` (transformers 5; diffusers loads only where the file requires 0.40+).",
         rationale="transformers 5 renamed the loading argument; `torch_dtype` still works with a "
         "deprecation warning. Keywords and `model_kwargs`-style dict keys are renamed unless the "
-        "call already passes `dtype=`.",
+        "call already passes `dtype=`. diffusers loads are renamed only in a file that requires diffusers "
+        '0.40 or later (`check_min_version("0.40.0")`): up to 0.39 diffusers ignores `dtype=` with a warning '
+        "and loads in fp32, while `torch_dtype=` works on every release (docs/gaps.md, diffusers facts); in "
+        "such a file the dict keys stay too, since they may feed a diffusers load.",
         before='model = AutoModelForCausalLM.from_pretrained(name, torch_dtype="auto")\n',
         after='model = AutoModelForCausalLM.from_pretrained(name, dtype="auto")\n',
     ),
@@ -76,7 +83,10 @@ RULES: tuple[Rule, ...] = (
         '`torch.amp.autocast(device_type="cuda")` target CUDA. AWS documents '
         '`torch.autocast(device_type="neuron")`; the dtype is stated explicitly because defaults '
         "follow CUDA conventions (fp16). Autocast on a device variable "
-        "(`torch.autocast(accelerator.device.type)`) is already portable and left alone.",
+        "(`torch.autocast(accelerator.device.type)`) is already portable and left alone. A reference that "
+        "is called later (`autocast = torch.cuda.amp.autocast if fp16 else nullcontext`) becomes "
+        '`functools.partial(torch.autocast, "neuron", dtype=torch.bfloat16)`; so does a GradScaler '
+        "reference (NM205).",
         before="import torch\nwith torch.cuda.amp.autocast():\n    loss = model(x)\n",
         after='import torch\nwith torch.autocast("neuron", dtype=torch.bfloat16):\n    loss = model(x)\n',
     ),
@@ -98,7 +108,7 @@ RULES: tuple[Rule, ...] = (
         summary="Drop `tf32=True` from TrainingArguments and TRL configs.",
         rationale="`TrainingArguments(tf32=True)` raises `--tf32 requires Ampere` on any non-CUDA "
         "host. Backend attributes such as `torch.backends.cuda.matmul.allow_tf32 = True` are "
-        "harmless no-ops and are left alone.",
+        "harmless no-ops and are left alone (in diffusers scripts NM132 removes them).",
         before='args = TrainingArguments(output_dir="out", tf32=True)\n',
         after='args = TrainingArguments(output_dir="out")\n',
     ),
@@ -133,8 +143,51 @@ def _is_config_call(node: cst.Call) -> bool:
     return name.endswith(("TrainingArguments", "Config")) or name == "dict"
 
 
+@dataclass
+class _References:
+    written: dict[int, tuple[cst.Attribute, str]] = field(default_factory=dict)  # id of a partial -> original, rule
+
+
+@on("Attribute")
+def cuda_amp_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
+    """`autocast = torch.cuda.amp.autocast if fp16 else nullcontext`: a reference, called later, as a call would be.
+
+    `torch.cuda.amp.autocast` -> `functools.partial(torch.autocast, "neuron", dtype=torch.bfloat16)` (NM204),
+    `torch.cuda.amp.GradScaler` -> `functools.partial(torch.amp.GradScaler, "neuron", enabled=False)` (NM205).
+    Where the attribute turns out to be called, `precision_call` puts it back and rewrites the call instead.
+    """
+    if node.attr.value not in ("autocast", "GradScaler"):
+        return node
+    qualified = ctx.qualify(node)
+    torch = _code(ctx.module_ref("torch"))
+    if qualified == "torch.cuda.amp.autocast" and ctx.enabled("NM204"):
+        rule_id, target = "NM204", f'{torch}.autocast, "neuron", dtype={torch}.bfloat16'
+    elif qualified == "torch.cuda.amp.GradScaler" and ctx.enabled("NM205"):
+        rule_id, target = "NM205", f'{torch}.amp.GradScaler, "neuron", enabled=False'
+    else:
+        return node
+    new = cst.parse_expression(f"{_code(ctx.module_ref('functools'))}.partial({target})")
+    family_state(ctx, "amp-references", _References).written[id(new)] = (node, rule_id)
+    ctx.hit(rule_id)
+    return new
+
+
+@on("Module")
+def unused_functools(node: cst.Module, ctx: FileContext) -> cst.Module:
+    """Every `torch.cuda.amp` attribute was called after all: no `functools.partial` is left to import."""
+    references = ctx.family_state.get("amp-references")
+    if isinstance(references, _References) and not references.written:
+        ctx.needed_imports.discard("functools")
+    return node
+
+
 @on("Call")
 def precision_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
+    references = ctx.family_state.get("amp-references")
+    if isinstance(references, _References) and id(node.func) in references.written:
+        original, rule_id = references.written.pop(id(node.func))  # called: the call is rewritten as a whole
+        ctx.frames[-1].hits[rule_id] -= 1
+        node = node.with_changes(func=original)
     qualified = ctx.qualify(node.func)
     if qualified in (
         "torch.cuda.amp.autocast",
@@ -168,7 +221,12 @@ def precision_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             ctx.hit("NM206")
             node = remove_arg(node, tf32)
     torch_dtype = kwarg(node, "torch_dtype")
-    if torch_dtype is not None and ctx.enabled("NM203") and kwarg(node, "dtype") is None:
+    if (
+        torch_dtype is not None
+        and ctx.enabled("NM203")
+        and kwarg(node, "dtype") is None
+        and not (keeps_torch_dtype(ctx) and is_diffusers_load(node, ctx))
+    ):
         ctx.hit("NM203")
         node = rename_kwarg(node, torch_dtype, "dtype")
     return node
@@ -211,7 +269,7 @@ def _autocast(node: cst.Call, qualified: str, ctx: FileContext) -> cst.BaseExpre
         assert type(where.value) is cst.SimpleString
         node = replace_arg(node, where, where.with_changes(value=with_string_value(where.value, "neuron")))
         changed = True
-    if kwarg(node, "dtype") is None:
+    if may_add(node, "dtype"):
         node = add_kwarg(node, "dtype", bf16)
         changed = True
     if changed:
@@ -248,6 +306,8 @@ def torch_dtype_subscript(node: cst.Subscript, ctx: FileContext) -> cst.Subscrip
     """
     if subscript_key(node) != "torch_dtype" or not ctx.enabled("NM203") or not matches(_KWARGS_DICT, node.value):
         return node
+    if keeps_torch_dtype(ctx):
+        return node
     index = node.slice[0].slice
     assert type(index) is cst.Index and type(index.value) is cst.SimpleString
     ctx.hit("NM203")
@@ -258,7 +318,12 @@ def torch_dtype_subscript(node: cst.Subscript, ctx: FileContext) -> cst.Subscrip
 @on("DictElement")
 def torch_dtype_key(node: cst.DictElement, ctx: FileContext) -> cst.DictElement:
     """`{"torch_dtype": ...}` in model kwargs dicts -> `{"dtype": ...}`."""
-    if type(node.key) is cst.SimpleString and string_value(node.key) == "torch_dtype" and ctx.enabled("NM203"):
+    if (
+        type(node.key) is cst.SimpleString
+        and string_value(node.key) == "torch_dtype"
+        and ctx.enabled("NM203")
+        and not keeps_torch_dtype(ctx)
+    ):
         ctx.hit("NM203")
         return node.with_changes(key=with_string_value(node.key, "dtype"))
     return node

@@ -8,6 +8,7 @@ NM908 above the `BitsAndBytesConfig(...)` says the memory cost changed.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -18,6 +19,8 @@ from migrate.rules.base import (
     add_kwarg,
     argument,
     callee_name,
+    code,
+    family_state,
     has_star_kwargs,
     kwarg,
     matches,
@@ -26,9 +29,12 @@ from migrate.rules.base import (
     replace_arg,
     string_value,
     with_string_value,
+    wrap_long,
 )
+from migrate.rules.diffusers_common import dtype_keyword, is_diffusers_load
+from migrate.rules.retired import retire, retire_reads
 from migrate.rules.settings import setting, subscript_key, through
-from migrate.rules.todo_catalogue import MESSAGES
+from migrate.rules.todo_catalogue import BNB_LEFT, quantized_load_message, todo
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -40,9 +46,19 @@ RULES: tuple[Rule, ...] = (
         rationale="bitsandbytes has no Neuron kernels. QLoRA becomes bf16 LoRA: the quantized load "
         "arguments are removed and `dtype=torch.bfloat16` is added when no dtype is given. Weights "
         "then take about 4x (4-bit) or 2x (8-bit) more memory, so the TODO NM908 on the config "
-        "suggests FSDP or more NeuronCores.",
-        before="import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, quantization_config=bnb_config)\n",
-        after="import torch\nmodel = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\n",
+        "suggests FSDP or more NeuronCores. Where the load was quantized only sometimes (a config "
+        "that is `None` on the default path, TRL's `get_quantization_config(args)`, "
+        '`load_in_8bit=args.load_8bit`), the dtype follows: `torch.bfloat16 if ... else "auto"`, so the '
+        "default path keeps transformers' default dtype. bitsandbytes' quantized layer classes "
+        "(`bnb.nn.Linear4bit`, `Linear8bitLt`, as QLoRA scripts look up LoRA's target modules) are "
+        "`torch.nn.Linear` on the unquantized model; and `import bitsandbytes` goes once nothing uses "
+        "it (with the `try:`/`except ImportError:` around it).",
+        before="import torch\nbnb_config = BitsAndBytesConfig(load_in_4bit=True)\n"
+        "model = AutoModelForCausalLM.from_pretrained(name, quantization_config=bnb_config)\n"
+        "ref = AutoModel.from_pretrained(name, load_in_8bit=q8)\n",
+        after="import torch\nbnb_config = BitsAndBytesConfig(load_in_4bit=True)\n"
+        "model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16)\n"
+        'ref = AutoModel.from_pretrained(name, dtype=torch.bfloat16 if q8 else "auto")\n',
     ),
     Rule(
         id="NM210",
@@ -154,7 +170,7 @@ def quantized_key_assignment(node: cst.SimpleStatementLine, ctx: FileContext) ->
         return node
     ctx.hit("NM209")
     if subscript_key(target) != "quantization_config" and ctx.enabled("NM908"):
-        ctx.todo("NM908", MESSAGES["NM908"])
+        ctx.todo("NM908", quantized_load_message((subscript_key(target) or "").removeprefix("load_in_")))
     if any(line.comment is not None for line in node.leading_lines):
         return node.with_changes(body=[cst.Pass()])  # keep the comments above it
     return cst.RemoveFromParent()
@@ -162,9 +178,16 @@ def quantized_key_assignment(node: cst.SimpleStatementLine, ctx: FileContext) ->
 
 @on("Call")
 def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
+    layers = ctx.family_state.get("bnb-layers")
+    if isinstance(layers, _Layers) and id(node.func) in layers.replaced:
+        # constructing a quantized layer takes bitsandbytes' own arguments: `torch.nn.Linear` would not accept them
+        ctx.frames[-1].hits["NM209"] -= 1
+        todo(ctx, "NM908", BNB_LEFT)
+        return node.with_changes(func=layers.replaced.pop(id(node.func)))
     qualified = ctx.qualify(node.func) or ""
     if qualified.startswith("bitsandbytes.optim.") and ctx.enabled("NM210"):
         ctx.hit("NM210")
+        retire(ctx, "bitsandbytes")
         return node.with_changes(func=cst.Attribute(value=ctx.module_ref("torch.optim"), attr=cst.Name("AdamW")))
     if not ctx.enabled("NM209"):
         return node
@@ -175,15 +198,16 @@ def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
                 node = replace_arg(node, arg, arg.with_changes(value=pruned))
     if not _is_loader(node, ctx):
         return node
-    removed = False
+    conditions: list[str | None] = []  # per removed argument: when it quantized (None: always)
     for name in ("quantization_config", "load_in_4bit", "load_in_8bit"):
         setting = kwarg(node, name)
         if setting is not None and not (type(setting.value) is cst.Name and setting.value.value in ("False", "None")):
             node = remove_arg(node, setting)
-            removed = True
-            if name != "quantization_config" and ctx.enabled("NM908"):
-                ctx.todo("NM908", MESSAGES["NM908"])  # no BitsAndBytesConfig carries the TODO
-    if not removed:
+            retire_reads(ctx, setting.value)  # `BitsAndBytesConfig(...)`, TRL's `get_quantization_config(args)`
+            conditions.append(_quantized_when(name, setting.value, ctx))
+            if name != "quantization_config" and ctx.enabled("NM908"):  # no BitsAndBytesConfig carries the TODO
+                ctx.todo("NM908", quantized_load_message(name.removeprefix("load_in_")))
+    if not conditions:
         return node
     ctx.hit("NM209")
     if (
@@ -192,21 +216,71 @@ def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         and kwarg(node, "torch_dtype") is None
         and not has_star_kwargs(node)  # `**kwargs` may already carry a dtype
     ):
-        torch_name = cst.Module([]).code_for_node(ctx.module_ref("torch"))
-        node = add_kwarg(node, "dtype", f"{torch_name}.bfloat16")
+        bf16 = f"{code(ctx.module_ref('torch'))}.bfloat16"
+        keyword = dtype_keyword(node, ctx)
+        if None in conditions:
+            node = add_kwarg(node, keyword, bf16)
+        else:  # the unquantized path keeps the library's default: transformers' "auto", diffusers' None (fp32)
+            when = " or ".join(c for c in conditions if c is not None)
+            default = "None" if is_diffusers_load(node, ctx) else '"auto"'
+            node = wrap_long(add_kwarg(node, keyword, f"{bf16} if {when} else {default}"))
     return node
+
+
+def _quantized_when(name: str, value: cst.BaseExpression, ctx: FileContext) -> str | None:
+    """When the removed argument quantized the load, as source text; None when it always did.
+
+    `quantization_config=BitsAndBytesConfig(...)`, a name only ever bound to a `...Config(...)` call, and
+    `load_in_4bit=True` always quantize; `bnb_config = None` / `if use_bnb: bnb_config = BitsAndBytesConfig(...)`,
+    TRL's `get_quantization_config(args)` (None unless asked) and `load_in_8bit=args.load_8bit` only sometimes.
+    """
+    if name != "quantization_config":
+        return None if type(value) is cst.Name and value.value == "True" else code(value)
+    if type(value) is cst.Call and (callee_name(value) or "").endswith("Config"):
+        return None
+    if type(value) is cst.Name:
+        bound = re.findall(rf"^[ \t]*{value.value}[ \t]*(?::[^=\n]+)?=(?!=)[ \t]*([^\n]*)", ctx.text, re.M)
+        if bound and all(re.match(r"[\w.]*Config\(", rhs) for rhs in bound):
+            return None
+    if type(value) is cst.IfExp and type(value.orelse) is cst.Name and value.orelse.value == "None":
+        return code(value.test)
+    return f"{code(value)} is not None"
+
+
+# bitsandbytes' quantized linear layers: the model now loads unquantized, so its layers are `torch.nn.Linear`
+_BNB_LINEAR = frozenset(
+    f"bitsandbytes.nn.{name}" for name in ("Linear4bit", "Linear8bitLt", "LinearFP4", "LinearNF4", "Linear8bit")
+)
+
+
+@dataclass
+class _Layers:
+    replaced: dict[int, cst.Attribute] = field(
+        default_factory=dict
+    )  # id of a `torch.nn.Linear` written -> the original
 
 
 @on("Attribute")
 def bnb_optimizer_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
-    """`optimizer_cls = bnb.optim.AdamW8bit` (diffusers) -> `torch.optim.AdamW`."""
-    if (
-        node.attr.value.endswith(("8bit", "32bit"))
-        and ctx.enabled("NM210")
-        and (ctx.qualify(node) or "").startswith("bitsandbytes.optim.")
-    ):
+    """`optimizer_cls = bnb.optim.AdamW8bit` (diffusers) -> `torch.optim.AdamW`; `bnb.nn.Linear4bit` -> `torch.nn.Linear`.
+
+    A QLoRA script finds LoRA's target modules with `isinstance(module, bnb.nn.Linear4bit)`; on the
+    bf16 model NM209 loads, no module is one, and PEFT finds nothing to adapt.
+    """
+    optimizer = node.attr.value.endswith(("8bit", "32bit"))
+    if not optimizer and not node.attr.value.startswith("Linear"):
+        return node
+    qualified = ctx.qualify(node) or ""
+    if optimizer and ctx.enabled("NM210") and qualified.startswith("bitsandbytes.optim."):
         ctx.hit("NM210")
+        retire(ctx, "bitsandbytes")
         return cst.Attribute(value=ctx.module_ref("torch.optim"), attr=cst.Name("AdamW"))
+    if qualified in _BNB_LINEAR and ctx.enabled("NM209"):
+        ctx.hit("NM209")
+        retire(ctx, "bitsandbytes")
+        new = cst.Attribute(value=ctx.module_ref("torch.nn"), attr=cst.Name("Linear"))
+        family_state(ctx, "bnb-layers", _Layers).replaced[id(new)] = node
+        return new
     return node
 
 
@@ -238,4 +312,7 @@ def kbit_preparation(node: cst.SimpleStatementLine, ctx: FileContext) -> HookRes
     statements = [cst.parse_statement(line) for line in lines]
     statements[0] = statements[0].with_changes(leading_lines=node.leading_lines)
     ctx.hit("NM211")
+    qualified = ctx.qualify(value.func)
+    if qualified is not None:  # PEFT removed `prepare_model_for_int8_training`: its import would fail
+        retire(ctx, qualified)
     return cst.FlattenSentinel(statements)

@@ -1,4 +1,4 @@
-"""Which names a piece of code reads: whether an import or an assignment is still needed."""
+"""Which names a piece of code reads or binds: whether an import or an assignment is still needed."""
 
 from __future__ import annotations
 
@@ -38,4 +38,43 @@ def references(nodes: Iterable[cst.CSTNode]) -> set[str]:
     collector = _Names()
     for node in nodes:
         node.visit(collector)
+    return collector.names
+
+
+class _Bound(cst.CSTVisitor):
+    """Names a subtree assigns: `x = ...`, `a, b = ...`, `x: T = ...`, `for x in`, `with ... as x`, `x += ...`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def _target(self, target: cst.BaseExpression) -> None:
+        if type(target) is cst.Name:
+            self.names.add(target.value)
+        elif isinstance(target, cst.Tuple | cst.List):
+            for element in target.elements:
+                self._target(element.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._target(target.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._target(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._target(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._target(node.target)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._target(node.asname.name)
+
+
+def bindings(node: cst.CSTNode) -> set[str]:
+    """Every name `node` assigns (imports, functions and classes aside)."""
+    collector = _Bound()
+    node.visit(collector)
     return collector.names

@@ -78,8 +78,10 @@ def prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.BaseS
                 mark = None  # still read later: keep the assignment
         if mark is None:
             if carried:
-                stmt = stmt.with_changes(leading_lines=[*carried, *leading_lines(stmt)])
+                stmt = stmt.with_changes(leading_lines=_joined(carried, leading_lines(stmt)))
                 carried = []
+            if not out and index:  # the statements above it all went: no blank line opens the block
+                stmt = stmt.with_changes(leading_lines=_without_leading_blanks(leading_lines(stmt)))
             out.append(stmt)
             continue
         ctx.hit(mark.rule_id)
@@ -92,6 +94,24 @@ def prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.BaseS
         state.emptied[id(empty)] = (empty, next(m.rule_id for m in marks if m is not None))
         out.append(empty)
     return out
+
+
+def _joined(carried: Sequence[cst.EmptyLine], own: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """The lines above a statement once the statements before it went: theirs, then its own.
+
+    Blank lines alone are not stacked: a statement that has a blank line above it keeps just its
+    own, so deleting a block of statements between two blank lines leaves one blank line, not two.
+    """
+    if not has_comments(carried) and own and own[0].comment is None:
+        return list(own)
+    return [*carried, *own]
+
+
+def _without_leading_blanks(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    kept = list(lines)
+    while kept and kept[0].comment is None:
+        kept.pop(0)
+    return kept
 
 
 def has_comments(lines: Sequence[cst.EmptyLine]) -> bool:

@@ -77,24 +77,20 @@ def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
 
 
 def _apply(
-    name: str | None, value: cst.BaseExpression, ctx: FileContext, keyword: bool, option: bool = False
+    name: str | None, value: cst.BaseExpression, ctx: FileContext, keyword: bool
 ) -> tuple[cst.BaseExpression | None, str | None]:
-    """The first setting rewrite of `name = value`; `option`: an argparse/dataclass default."""
+    """The first setting rewrite of `name = value` (a keyword, an assignment or an argparse/dataclass default)."""
     if name is None:
         return None, None
-    ctx.option_default = option
-    try:
-        for s in SETTINGS:
-            if (keyword and not s.kwargs) or (not keyword and not s.assign):
-                continue
-            if not s.names.fullmatch(name) or not ctx.enabled(s.rule_id):
-                continue
-            new = s.rewrite(value, ctx)
-            if new is not None:
-                return new, s.rule_id
-        return None, None
-    finally:
-        ctx.option_default = False
+    for s in SETTINGS:
+        if (keyword and not s.kwargs) or (not keyword and not s.assign):
+            continue
+        if not s.names.fullmatch(name) or not ctx.enabled(s.rule_id):
+            continue
+        new = s.rewrite(value, ctx)
+        if new is not None:
+            return new, s.rule_id
+    return None, None
 
 
 @on("Call")
@@ -104,7 +100,7 @@ def call_settings(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if option is not None:
         default = kwarg(node, "default")
         if default is not None:
-            new, rule = _apply(option, default.value, ctx, keyword=False, option=True)
+            new, rule = _apply(option, default.value, ctx, keyword=False)
             if new is not None and rule is not None:
                 ctx.hit(rule)
                 return replace_arg(node, default, default.with_changes(value=new))
@@ -164,7 +160,7 @@ def ann_assign_settings(node: cst.AnnAssign, ctx: FileContext) -> cst.AnnAssign:
         default = kwarg(value, "default")
         if default is None:
             return node
-        new, rule = _apply(name, default.value, ctx, keyword=False, option=True)
+        new, rule = _apply(name, default.value, ctx, keyword=False)
         if new is not None and rule is not None:
             ctx.hit(rule)
             return node.with_changes(value=replace_arg(value, default, default.with_changes(value=new)))

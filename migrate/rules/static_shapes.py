@@ -18,6 +18,7 @@ from migrate.rules.base import (
     callee_name,
     kwarg,
     last_name,
+    may_add,
     on,
     remove_arg,
     replace_arg,
@@ -33,7 +34,9 @@ RULES: tuple[Rule, ...] = (
         summary="Training `DataLoader(...)` gets `drop_last=True`.",
         rationale="The last partial batch has a new shape and compiles a new graph. Only loaders "
         "that shuffle or whose dataset/variable name says train are changed; eval and test loaders "
-        "keep every sample because dropping would change metrics (context rule 12).",
+        "keep every sample because dropping would change metrics (context rule 12). A loader given a "
+        "`batch_sampler` (it decides the batches, and DataLoader refuses `drop_last` beside it) or "
+        "`**kwargs` (which may carry one) is left alone.",
         before="train_loader = DataLoader(train_ds, batch_size=8, shuffle=True)\n",
         after="train_loader = DataLoader(train_ds, batch_size=8, shuffle=True, drop_last=True)\n",
     ),
@@ -84,13 +87,15 @@ def _train_loader(node: cst.Call, ctx: FileContext) -> bool:
 def static_shapes(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     name = callee_name(node)
     if name == "DataLoader" and ctx.enabled("NM305"):
-        if kwarg(node, "drop_last") is None and kwarg(node, "batch_sampler") is None and _train_loader(node, ctx):
+        if may_add(node, "drop_last") and kwarg(node, "batch_sampler") is None and _train_loader(node, ctx):
             ctx.hit("NM305")
             return add_kwarg(node, "drop_last", "True")
         return node
     if name in _COLLATORS and ctx.enabled("NM306"):
         existing = kwarg(node, "pad_to_multiple_of")
         if existing is None:
+            if not may_add(node, "pad_to_multiple_of"):
+                return node
             ctx.hit("NM306")
             return add_kwarg(node, "pad_to_multiple_of", "128")
         if type(existing.value) is cst.Integer and int(existing.value.value) < 128:
@@ -99,7 +104,7 @@ def static_shapes(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         return node
     if ctx.enabled("NM307"):
         if ctx.qualify(node.func) == "torch.compile":
-            if kwarg(node, "backend") is not None:
+            if not may_add(node, "backend"):
                 return node
             ctx.hit("NM307")
             mode = kwarg(node, "mode")

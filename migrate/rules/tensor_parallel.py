@@ -92,8 +92,8 @@ RULES: tuple[Rule, ...] = (
         name="device-mesh-type",
         summary='`init_device_mesh("cuda", ...)` -> `init_device_mesh("neuron", ...)`.',
         rationale="A device mesh names the device type its ranks use; a tensor-parallel script builds it for "
-        "`device_mesh=` (NM521) or for DTensor code of its own. On TorchNeuron each rank's device is "
-        "`neuron:{LOCAL_RANK}`, which the `neuron` process group serves.",
+        "`device_mesh=` (NM521) or for DTensor code of its own. On TorchNeuron each rank's device is its "
+        "own NeuronCore, which the `neuron` process group serves.",
         before='from torch.distributed.device_mesh import init_device_mesh\nmesh = init_device_mesh("cuda", (4,))\n',
         after='from torch.distributed.device_mesh import init_device_mesh\nmesh = init_device_mesh("neuron", (4,))\n',
         safety="safe",

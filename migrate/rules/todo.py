@@ -11,8 +11,8 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import callee_name, kwarg, on
-from migrate.rules.todo_catalogue import todo
+from migrate.rules.base import bnb_bits, callee_name, kwarg, on
+from migrate.rules.todo_catalogue import BNB_LEFT, CUDA_RUNTIME_MESSAGES, quantized_load_message, todo
 
 RULES: tuple[Rule, ...] = ()  # its rules (NM901-NM909) are records of the TODO catalogue
 
@@ -49,12 +49,16 @@ _CUDA_RUNTIME = (
 )
 
 
+# an import of one of these packages gets its own text, not the rule's (NM908's is about a quantized load)
+_IMPORT_MESSAGES = {"bitsandbytes": BNB_LEFT}
+
+
 @on("Import")
 def import_todo(node: cst.Import, ctx: FileContext) -> cst.Import:
     for alias in node.names:
         head = cst.Module([]).code_for_node(alias.name).split(".")[0]
         if head in _PACKAGES:
-            todo(ctx, _PACKAGES[head])
+            todo(ctx, _PACKAGES[head], _IMPORT_MESSAGES.get(head))
     return node
 
 
@@ -63,7 +67,7 @@ def import_from_todo(node: cst.ImportFrom, ctx: FileContext) -> cst.ImportFrom:
     if node.module is not None and not node.relative:
         head = cst.Module([]).code_for_node(node.module).split(".")[0]
         if head in _PACKAGES:
-            todo(ctx, _PACKAGES[head])
+            todo(ctx, _PACKAGES[head], _IMPORT_MESSAGES.get(head))
     return node
 
 
@@ -73,7 +77,7 @@ def call_todo(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if qualified.startswith("torch.cuda."):
         rest = qualified[len("torch.cuda.") :]
         if rest.split(".")[0] in _CUDA_RUNTIME:
-            todo(ctx, "NM903")
+            todo(ctx, "NM903", CUDA_RUNTIME_MESSAGES.get(rest.split(".")[0]))
         elif rest == "get_device_capability" and ctx.enabled("NM904"):
             todo(ctx, "NM904")
             return cst.parse_expression("(8, 0)")  # it raises without CUDA: the TODO says what stands in
@@ -81,15 +85,13 @@ def call_todo(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             todo(ctx, "NM904")  # returns [] without CUDA: nothing crashes, the check is still meaningless
     elif qualified.startswith("torch.utils.cpp_extension.") or qualified.startswith("apex."):
         todo(ctx, "NM905")
+    elif qualified in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel"):
+        todo(ctx, "NM926")
     name = callee_name(node)
-    if name == "BitsAndBytesConfig" or name in (
-        "GPTQConfig",
-        "AwqConfig",
-        "HqqConfig",
-        "TorchAoConfig",
-        "FbgemmFp8Config",
-    ):
-        todo(ctx, "NM908")
+    if name == "BitsAndBytesConfig":
+        todo(ctx, "NM908", quantized_load_message(bnb_bits(node)))
+    elif name in ("GPTQConfig", "AwqConfig", "HqqConfig", "TorchAoConfig", "FbgemmFp8Config"):
+        todo(ctx, "NM908", quantized_load_message(name))
     elif name and name.startswith("replace_llama_attn_with_flash_attn"):
         todo(ctx, "NM907")
     if kwarg(node, "max_memory") is not None and name == "from_pretrained":

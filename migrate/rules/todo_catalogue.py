@@ -22,6 +22,7 @@ from typing import TypeVar
 import libcst as cst
 
 from migrate.context import FileContext
+from migrate.kernel_repos import todo_message
 from migrate.markers import TODO_PREFIX
 from migrate.registry import Rule
 from migrate.rules.base import leading_lines
@@ -37,6 +38,26 @@ TP_ADVICE = (
 CUDA_ONLY_BLOCK = (
     "this block calls torch.cuda.{names} (no Neuron equivalent), so it stays behind the CUDA check "
     "and is skipped on Neuron; port it to torch.accelerator / torch.neuron to run it there"
+)
+
+# NM903 on a guarded block that reads names only a block kept behind its CUDA check (CUDA_ONLY_BLOCK) binds.
+CUDA_ONLY_NAMES = (
+    "this block uses {names}, set only in a block above that stays behind its CUDA check, so it stays behind "
+    "the CUDA check too and is skipped on Neuron; port both to torch.accelerator / torch.neuron to run them there"
+)
+
+# NM908 on what a script still takes from bitsandbytes once NM209/NM210 rewrote the rest (its import, a
+# quantized layer it builds): not the model-memory text, which is about a quantized load.
+BNB_LEFT = (
+    "bitsandbytes is CUDA-only and is not installed with TorchNeuron; NM209/NM210 replaced quantized loads, "
+    "quantized Linear layers and 8-bit optimizers, replace what this line still uses with its torch equivalent"
+)
+
+# NM932 on a loop that passes the pipeline new values of the shape arguments {names} (`height/width`).
+SHAPE_LOOP = (
+    "this loop passes a new {names} to the pipeline each iteration: on Neuron every new height/width, "
+    "batch x num_images_per_prompt or CFG on/off (guidance_scale crossing 1 halves the batch) compiles new "
+    "denoiser and decode graphs, about a minute each; fix them, or warm up each combination you serve once"
 )
 
 
@@ -97,10 +118,13 @@ CATALOGUE: tuple[Todo, ...] = (
         id="NM903",
         name="cuda-runtime",
         title="CUDA streams, events, graphs, nvtx, IPC",
-        why="No Neuron equivalent exists for CUDA streams, events, CUDA graphs, nvtx ranges or CUDA IPC.",
-        message="no Neuron equivalent for this CUDA runtime API; time with time.perf_counter() + torch.accelerator.synchronize()",
-        before="import torch\nstart = torch.cuda.Event(enable_timing=True)\n",
-        after="import torch\n{t}start = torch.cuda.Event(enable_timing=True)\n",
+        why=(
+            "No Neuron equivalent exists for CUDA streams, events, CUDA graphs, nvtx ranges, CUDA IPC or NCCL. "
+            "Events get a text about timing, NCCL checks one about collectives; the rest this entry's."
+        ),
+        message="no Neuron equivalent for this CUDA runtime API (streams, graphs, nvtx, IPC); remove it or keep it behind a CUDA check",
+        before="import torch\nstream = torch.cuda.Stream()\n",
+        after="import torch\n{t}stream = torch.cuda.Stream()\n",
     ),
     Todo(
         id="NM904",
@@ -374,12 +398,166 @@ CATALOGUE: tuple[Todo, ...] = (
         before="import torch\nnoise = torch.cuda.FloatTensor(batch)\n",
         after="import torch\n{t}noise = torch.cuda.FloatTensor(batch)\n",
     ),
+    Todo(
+        id="NM926",
+        name="data-parallel",
+        title="`torch.nn.DataParallel`",
+        why=(
+            "DataParallel runs one process over several devices and scatters each batch with CUDA's "
+            "communication kernels (`torch.nn.parallel.comm`), which do not exist for NeuronCores: with more than "
+            "one core it fails. On Neuron each process owns its cores: data parallelism is one process per core "
+            "(torchrun) with DistributedDataParallel. A DataParallel behind a CUDA check (`device.type == "
+            '"cuda"`, `torch.cuda.device_count() > 1`) keeps that check (NM104/NM103 leave it), so the block is '
+            "skipped on Neuron as on any machine without CUDA."
+        ),
+        message=(
+            "nn.DataParallel scatters batches with CUDA kernels and fails on NeuronCores; for data parallelism "
+            "launch one process per core with torchrun and wrap the model in DistributedDataParallel"
+        ),
+        before="import torch\nmodel = torch.nn.DataParallel(model)\n",
+        after="import torch\n{t}model = torch.nn.DataParallel(model)\n",
+    ),
+    Todo(
+        id="NM927",
+        name="own-dtype-field",
+        title="a script's own `torch_dtype` argument field",
+        why=(
+            "transformers 5 and TRL 1.x spell the loading dtype `dtype`, and neuron-migrate renames the recipe key "
+            "(NM818) and the reads of TRL's ModelConfig (NM709) to match. A script whose own dataclass has a "
+            "`torch_dtype` field and reads YAML recipes (`parse_yaml_file`, TrlParser's `--config`) gets the "
+            "renamed key too, which HfArgumentParser then rejects. Renaming the field would break the launch "
+            "lines that still pass `--torch_dtype`, so a person decides."
+        ),
+        message=(
+            "recipes migrated for transformers 5 / TRL 1.x set dtype, not torch_dtype (NM818): rename this field "
+            "to dtype with its readers and launch flags, or keep the recipes' key torch_dtype"
+        ),
+        before='from dataclasses import dataclass\n\n\n@dataclass\nclass ModelArguments:\n    torch_dtype: str = "auto"\n\n\n'
+        'args = parser.parse_yaml_file("recipe.yaml")\n',
+        after='from dataclasses import dataclass\n\n\n@dataclass\nclass ModelArguments:\n    {t}    torch_dtype: str = "auto"\n\n\n'
+        'args = parser.parse_yaml_file("recipe.yaml")\n',
+    ),
+    Todo(
+        id="NM928",
+        name="hub-kernel-cuda-only",
+        title="`get_kernel(...)` of a Hub kernel repo with no Neuron build",
+        why=(
+            "Hub kernels load the build for the machine's backend; Neuron's is `build/torch-neuron/` (pure Python "
+            "and NKI), which `kernels-community` and the other repos in `migrate/kernel_repos.py` do not ship, so "
+            "on Neuron `get_kernel` raises (the shim's `kernels` patch says so at the call, naming the torch op). "
+            "The TODO names the op the kernel implements; a Neuron kernel repo, where one exists, is a choice "
+            "for a person."
+        ),
+        message=todo_message("kernels-community/activation"),
+        before='from kernels import get_kernel\nactivation = get_kernel("kernels-community/activation", version=1)\n',
+        after='from kernels import get_kernel\n{t}activation = get_kernel("kernels-community/activation", version=1)\n',
+    ),
+    Todo(
+        id="NM931",
+        name="sequential-cpu-offload",
+        title="diffusers' `enable_sequential_cpu_offload()`",
+        why=(
+            "Sequential offload puts an accelerate hook on every leaf module that moves its weights to the device "
+            "for each call and back: on Neuron that is a host-device copy per layer per step, the hooks break "
+            "compiled graphs, and on the simulated device the hooks fail outright. Whole-pipeline placement, "
+            "model offload or tensor parallelism fit Neuron."
+        ),
+        message=(
+            'sequential offload copies every layer to the NeuronCore per call and breaks compiled graphs: use pipe.to("neuron"), '
+            "enable_model_cpu_offload() if the pipeline does not fit, or TensorParallelConfig for the transformer"
+        ),
+        before="from diffusers import FluxPipeline\npipe.enable_sequential_cpu_offload()\n",
+        after="from diffusers import FluxPipeline\n{t}pipe.enable_sequential_cpu_offload()\n",
+    ),
+    Todo(
+        id="NM932",
+        name="pipeline-shape-loop",
+        title="pipeline calls whose shapes change in a loop",
+        why=(
+            "A diffusion pipeline compiles its denoiser and `vae.decode` for one latent shape: height/width, "
+            "batch x `num_images_per_prompt`, and CFG on or off (`guidance_scale <= 1` halves the denoiser batch) "
+            "each make new graphs, about a minute each on Neuron, while steps, timesteps and seeds do not "
+            "(measured on the simulated device). A loop that sweeps them compiles every iteration."
+        ),
+        message=SHAPE_LOOP.format(names="height/width"),
+        before="from diffusers import DiffusionPipeline\nfor size in (512, 768):\n"
+        "    image = pipe(prompt, height=size, width=size).images[0]\n",
+        after="from diffusers import DiffusionPipeline\n{t}for size in (512, 768):\n"
+        "    image = pipe(prompt, height=size, width=size).images[0]\n",
+    ),
+    Todo(
+        id="NM933",
+        name="diffusers-quantization",
+        title="diffusers quantization backends",
+        why=(
+            "diffusers' quantizers (bitsandbytes, torchao, quanto, GGUF, nunchaku) run CUDA kernels, and diffusers' "
+            "tensor parallelism refuses quantized models. NM209 drops `quantization_config=` from `from_pretrained` "
+            "loads, which then load unquantized in bf16 (2-4x the weight memory); a GGUF `from_single_file` "
+            "checkpoint has no unquantized form and needs the original weights."
+        ),
+        message=(
+            "diffusers quantization runs CUDA kernels and TensorParallelConfig refuses quantized models: load the "
+            "unquantized weights in bf16 (2-4x the memory) and shard the transformer with TensorParallelConfig if "
+            "it does not fit one NeuronCore"
+        ),
+        before="from diffusers import PipelineQuantizationConfig\n"
+        'quant = PipelineQuantizationConfig(quant_backend="bitsandbytes_4bit")\n',
+        after="from diffusers import PipelineQuantizationConfig\n{t}"
+        'quant = PipelineQuantizationConfig(quant_backend="bitsandbytes_4bit")\n',
+    ),
+    Todo(
+        id="NM934",
+        name="optimum-diffusion-data-parallel",
+        title="Optimum Neuron's `device_ids` / `data_parallel_mode` for diffusion pipelines",
+        why=(
+            "Optimum loaded a compiled UNet (or transformer) on two NeuronCores and split the CFG-doubled batch "
+            "between them (`data_parallel_mode`, `device_ids=[0, 1]`). A native pipeline runs on one NeuronCore; "
+            "more cores mean one process per core (each its own pipeline) or tensor parallelism of a transformer "
+            "that has a plan (Flux, QwenImage)."
+        ),
+        message=(
+            "Optimum split this pipeline's CFG batch over two NeuronCores; natively it runs on one: for more "
+            "throughput start one process per core (torchrun) with its own prompts"
+        ),
+        before="from optimum.neuron import NeuronStableDiffusionPipeline\n"
+        'pipe = NeuronStableDiffusionPipeline.from_pretrained("sd_neuron/", data_parallel_mode="unet")\n',
+        after="from optimum.neuron import NeuronStableDiffusionPipeline\n{t}"
+        'pipe = NeuronStableDiffusionPipeline.from_pretrained("sd_neuron/", data_parallel_mode="unet")\n',
+    ),
 )
+
+# NM917 on an Optimum inference load that split the model over `num_cores`/`tensor_parallel_size` cores.
+TP_LAUNCH = (
+    "the export split this model over {cores} NeuronCores: torchrun --nproc_per_node {cores} shards it "
+    "over them (tensor parallelism, one process per core); plain python loads it whole on one core"
+)
+
+# NM903's text per CUDA runtime API (`torch.cuda.<name>`); others get the entry's own text.
+CUDA_RUNTIME_MESSAGES: dict[str, str] = {
+    "nccl": (
+        "NCCL is CUDA's collective library and does not exist on Neuron, whose collectives are the neuron "
+        "process-group backend: drop this NCCL check (bf16 and collectives need no NCCL version there)"
+    ),
+    "Event": "CUDA events do not exist on Neuron; time with time.perf_counter() around torch.accelerator.synchronize()",
+}
 
 MESSAGES: dict[str, str] = {entry.id: entry.message for entry in CATALOGUE}
 # TRL helpers removed in 1.x -> the NM924 TODO that says what replaces each.
 REMOVED_TRL_API: dict[str, str] = {"setup_chat_format": MESSAGES["NM924"]}
 RULES: tuple[Rule, ...] = tuple(entry.rule() for entry in CATALOGUE)
+
+
+def quantized_load_message(method: str) -> str:
+    """NM908's text for a load that quantized with `method`: `"4bit"` (the catalogued text), `"8bit"`, or a config
+    class (`GPTQConfig`): the memory the bf16 load now takes depends on what the quantized one saved."""
+    if method == "4bit":
+        return MESSAGES["NM908"]
+    if method == "8bit":
+        return MESSAGES["NM908"].replace("(~4x the 4-bit memory)", "(~2x the 8-bit memory)")
+    return (
+        f"{method} quantization runs CUDA kernels; load the unquantized model in bf16 instead (2-4x the quantized "
+        "memory), consider FSDP or more NeuronCores"
+    )
 
 
 def todo(ctx: FileContext, rule_id: str, message: str | None = None) -> None:

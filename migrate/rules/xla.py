@@ -27,6 +27,7 @@ from migrate.rules.base import (
     has_star_kwargs,
     kwarg,
     last_name,
+    may_add,
     method_of,
     on,
     positional_args,
@@ -36,6 +37,7 @@ from migrate.rules.base import (
     with_string_value,
     wrap_long,
 )
+from migrate.rules.device import is_rank
 from migrate.rules.removal import Removal, removable
 from migrate.rules.todo_catalogue import flatten, todo
 
@@ -58,8 +60,9 @@ RULES: tuple[Rule, ...] = (
         name="xla-device",
         safety="safe",
         summary='`xm.xla_device()` / `torch_xla.device()` / `"xla"` -> the rank\'s NeuronCore.',
-        rationale="Under xmp.spawn or torchrun each process owned one core; natively that is "
-        '`neuron:<LOCAL_RANK>`. A single-process script gets `torch.device("neuron")`. '
+        rationale="Under xmp.spawn or torchrun each process owned one core; natively that is the "
+        'index-less `torch.device("neuron")`, the process\'s own core whether the runtime shows a rank '
+        "only its cores or all of them (NM101), in one process and per rank alike. "
         "`xm.xla_device(n)` keeps its index.",
         before="import torch_xla.core.xla_model as xm\ndevice = xm.xla_device()\n",
         after='import torch\nimport torch_xla.core.xla_model as xm\ndevice = torch.device("neuron")\n',
@@ -239,15 +242,17 @@ def _multi_process(ctx: FileContext) -> bool:
 
 
 def _device(ctx: FileContext, index: cst.BaseExpression | None) -> cst.BaseExpression:
-    """`torch.device("neuron")`, `torch.device("neuron:1")` or the rank-local core."""
+    """`torch.device("neuron")` (the process's own core, in one process or per rank) or `torch.device("neuron:1")`.
+
+    Under xmp.spawn or torchrun each process owned one core. The index-less device is that core whether
+    the runtime shows a rank only its cores or all of them (NM101); `neuron:<LOCAL_RANK>` is not, under the
+    first reading.
+    """
     torch = code(ctx.module_ref("torch"))
     if index is not None and type(index) is cst.Integer:
         return cst.parse_expression(f'{torch}.device("neuron:{index.value}")')
-    if index is not None:
+    if index is not None and not is_rank(index):
         return cst.parse_expression(f'{torch}.device(f"neuron:{{{code(index)}}}")')
-    if _multi_process(ctx):
-        local = _env(ctx, "LOCAL_RANK", 0).replace('"', "'")
-        return cst.parse_expression(f'{torch}.device(f"neuron:{{{local}}}")')
     return cst.parse_expression(f'{torch}.device("neuron")')
 
 
@@ -371,7 +376,7 @@ def _autocast(node: cst.Call, ctx: FileContext, qualified: str) -> cst.BaseExpre
     ctx.hit("NM610")
     assert type(device.value) is cst.SimpleString
     node = replace_arg(node, device, device.with_changes(value=with_string_value(device.value, "neuron")))
-    if kwarg(node, "dtype") is None:
+    if may_add(node, "dtype"):
         node = add_kwarg(node, "dtype", bf16)
     return node
 

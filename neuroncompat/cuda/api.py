@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 # its uses below carry `type: ignore[attr-defined]`.
 import torch
 
-from neuroncompat.cuda import runtime, sites
+from neuroncompat.cuda import memory_stats, runtime, sites
 from neuroncompat.cuda.callers import is_user_frame
 from neuroncompat.cuda.devices import index_of
 from neuroncompat.patch import Patch
@@ -125,7 +125,10 @@ MAPPED: dict[str, Mapping] = {
     "max_memory_cached": Mapping(
         _neuron("max_memory_reserved", "max_memory_reserved"), _STATS.format("max_memory_reserved")
     ),
-    "memory_stats": Mapping(_neuron("memory_stats", "memory_stats"), _STATS.format("memory_stats")),
+    "memory_stats": Mapping(
+        lambda device=None: memory_stats.memory_stats(index_of(device)),
+        "torch.neuron.memory_stats(), keyed as CUDA's",
+    ),
     "reset_peak_memory_stats": Mapping(
         _neuron("reset_peak_memory_stats", "reset_peak_memory_stats"), _STATS.format("reset_peak_memory_stats")
     ),

@@ -120,9 +120,20 @@ def _wrap_device_kwarg(original: Callable[..., Any], call: str) -> Callable[...,
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if kwargs and names_cuda(kwargs.get("device")):
             kwargs["device"] = translate(kwargs["device"], call, keyword="device")
+            if _is_host_generator(kwargs.get("generator")):
+                # The script's CUDA generator became a CPU one (cuda/generator.py). CUDA refuses a
+                # generator on another device, and whether TorchNeuron draws from a host generator
+                # onto a NeuronCore is not documented: draw on the host and move, which is right
+                # under either reading and gives the CPU's stream (as diffusers' randn_tensor does).
+                target = kwargs.pop("device")
+                return original(*args, device="cpu", **kwargs).to(target)
         return original(*args, **kwargs)
 
     return wrapper
+
+
+def _is_host_generator(generator: Any) -> bool:
+    return isinstance(generator, torch._C.Generator) and generator.device.type == "cpu"
 
 
 def _wrap_set_default_device(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -13,7 +13,9 @@ Fix, inside ``torch.compile`` (``nn.Module.compile`` and transformers' ``get_com
 through it):
 
 * no backend, and Dynamo's default is still ``"inductor"`` → ``backend="neuron"`` (logged once);
-  a default chosen with ``torch._dynamo.backends.registry.set_default_backend`` is kept;
+  a default chosen with ``torch._dynamo.backends.registry.set_default_backend`` is kept (TorchNeuron
+  documents the backend as "auto-selected when running on a Neuron device"; the simulator does it
+  that way), and its mode and ``dynamic`` are adjusted as for ``"neuron"``;
 * ``backend="inductor"`` or ``"cudagraphs"`` → ``"neuron"``, warned: neither can target Neuron;
   any other backend (``"eager"``, ``"aot_eager"``, a callable) is kept;
 * ``mode=`` with the neuron backend is dropped, warned when it was not ``"default"``: every mode
@@ -73,7 +75,7 @@ class Compile(Patch):
         backend = kwargs.get("backend")
         if backend is None:
             if _default_backend() != "inductor":
-                return kwargs
+                return self._neuron_arguments(kwargs)
             kwargs["backend"] = "neuron"
             self.changed("torch.compile() with no backend -> backend='neuron' (inductor has no Neuron code generator)")
         elif isinstance(backend, str) and backend in _CUDA_BACKENDS:
@@ -81,6 +83,10 @@ class Compile(Patch):
             self.warn("torch.compile(backend=%r) -> backend='neuron': %s cannot compile for Neuron", backend, backend)
         elif backend != "neuron":
             return kwargs
+        return self._neuron_arguments(kwargs)
+
+    def _neuron_arguments(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Drop a CUDA ``mode`` and ``dynamic=True``, which the neuron backend would fall back from or reject."""
         mode = kwargs.pop("mode", None)
         if mode not in (None, "default"):
             self.warn("torch.compile(mode=%r) dropped: that mode configures inductor/CUDA graphs, not Neuron", mode)

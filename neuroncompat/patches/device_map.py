@@ -6,16 +6,24 @@ message (docs/gaps.md#device_map). TRL's trainers pass ``device_map="auto"`` the
 Neuron (``create_model_from_path``), also under torchrun.
 
 Fix: wrap ``PreTrainedModel.from_pretrained`` (every model class, ``pipeline(device_map=...)``
-and TRL go through it). "auto"/"balanced"/"balanced_low_0"/"sequential" become
-``{"": neuron:LOCAL_RANK}``. An explicit dict, a device, or ``max_memory`` is left alone.
-With ``NEURONCOMPAT_DEVICE_MAP=balanced`` a single process may instead spread one model over the
-visible cores: accelerate's ``get_max_memory`` then reports each NeuronCore. Stands down when
+and TRL go through it) and diffusers' ``ModelMixin.from_pretrained`` (UNets, transformers, VAEs;
+diffusers/models/model_loading_utils.py:62-112 asks the same ``get_max_memory``).
+"auto"/"balanced"/"balanced_low_0"/"sequential" become ``{"": neuron:LOCAL_RANK}``. An explicit
+dict, a device, or ``max_memory`` is left alone. A diffusers pipeline's only strategy,
+``DiffusionPipeline.from_pretrained(device_map="balanced")``, assigns whole components to the devices
+``get_max_memory`` reports (diffusers/pipelines/pipeline_loading_utils.py:684-781, bound by name at
+:60), so that binding reports the rank-local NeuronCore and every component loads there.
+With ``NEURONCOMPAT_DEVICE_MAP=balanced`` a single process may instead spread one model (or a
+pipeline's components) over the visible cores: accelerate's ``get_max_memory`` then reports each
+NeuronCore, in accelerate and in the modules that imported it by name. Stands down when
 accelerate's ``get_max_memory`` learns about Neuron.
 
 Example::
 
     model = AutoModelForCausalLM.from_pretrained(path, device_map="auto")
     # before: every parameter on cpu      after: every parameter on neuron:0 (rank 0)
+    pipe = DiffusionPipeline.from_pretrained(path, device_map="balanced")
+    # before: every component on cpu      after: unet, vae, text_encoder on neuron:0 (rank 0)
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -39,10 +48,37 @@ def _spread_requested() -> bool:
     return os.environ.get(SPREAD_ENV, "").strip().lower() == "balanced"
 
 
+# Modules that bind accelerate's get_max_memory by name: the opt-in spread must reach them too.
+_MAX_MEMORY_ALIASES = (
+    ("accelerate.utils", "get_max_memory"),
+    ("transformers.integrations.accelerate", "accelerate_max_memory"),
+    ("diffusers.models.model_loading_utils", "get_max_memory"),
+    ("diffusers.pipelines.pipeline_loading_utils", "get_max_memory"),
+)
+
+
+def _with_cores(result: dict, cores: list[int]) -> dict:
+    """accelerate's answer with these NeuronCores in front, each with its headroom."""
+    import torch
+
+    neuron: Any = torch.neuron  # type: ignore[attr-defined]  # registered at runtime, not in torch's stubs
+    memory = {i: int(neuron.get_device_properties(i).total_memory * _SPREAD_FRACTION) for i in cores}
+    return {**memory, **result}
+
+
 class DeviceMap(Patch):
     id = "device_map"
     reason = 'device_map="auto" silently loads to CPU on Neuron: resolve it to the rank-local NeuronCore'
-    targets = ("transformers.modeling_utils",)
+    targets = (
+        "transformers.modeling_utils",
+        "diffusers.models.modeling_utils",
+        "diffusers.pipelines.pipeline_loading_utils",
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._spread: Callable[..., dict] | None = None
+        self._spread_original: Callable[..., dict] | None = None
 
     def patch_module(self, name: str, module: ModuleType) -> bool:
         import accelerate.utils.modeling as acc_modeling
@@ -51,7 +87,10 @@ class DeviceMap(Patch):
             return False
         if _spread_requested():
             self._patch_max_memory(acc_modeling)
-        cls = module.PreTrainedModel
+        if name == "diffusers.pipelines.pipeline_loading_utils":
+            self.replace(module, "get_max_memory", self._pipeline_max_memory(module.get_max_memory))
+            return True
+        cls = module.PreTrainedModel if name == "transformers.modeling_utils" else module.ModelMixin
         original = cls.__dict__["from_pretrained"].__func__
         self.replace(cls, "from_pretrained", classmethod(self._wrap_from_pretrained(original)))
         return True
@@ -80,31 +119,47 @@ class DeviceMap(Patch):
 
     def _patch_max_memory(self, acc_modeling: ModuleType) -> None:
         """Opt-in: report every visible NeuronCore to accelerate so "auto" can split a model."""
-        import sys
+        if self._spread is None:
+            original = acc_modeling.get_max_memory
+            patch = self
 
-        original = acc_modeling.get_max_memory
+            @functools.wraps(original)
+            def get_max_memory(max_memory: dict | None = None) -> dict:
+                result = original(max_memory)
+                if max_memory is None and not any(isinstance(k, int) for k in result):
+                    import torch
+
+                    cores = list(range(torch.neuron.device_count()))  # type: ignore[attr-defined]
+                    result = _with_cores(result, cores)
+                    patch.changed("%s=balanced: accelerate sees NeuronCores %s", SPREAD_ENV, cores)
+                return result
+
+            self._spread = get_max_memory
+            self.replace(acc_modeling, "get_max_memory", get_max_memory)
+            self._spread_original = original
+        for alias_module, attr in _MAX_MEMORY_ALIASES:
+            module = sys.modules.get(alias_module)
+            if module is not None and module.__dict__.get(attr) is self._spread_original:
+                self.replace(module, attr, self._spread)
+
+    def _pipeline_max_memory(self, original: Callable[..., dict]) -> Callable[..., dict]:
+        """diffusers' pipeline binding of ``get_max_memory``: the rank-local core where accelerate sees none."""
         patch = self
 
         @functools.wraps(original)
         def get_max_memory(max_memory: dict | None = None) -> dict:
             result = original(max_memory)
             if max_memory is None and not any(isinstance(k, int) for k in result):
-                import torch
+                from neuroncompat.device import local_core_index, neuron_available
 
-                neuron: Any = torch.neuron  # type: ignore[attr-defined]  # registered at runtime, not in torch's stubs
-                cores = {
-                    i: int(neuron.get_device_properties(i).total_memory * _SPREAD_FRACTION)
-                    for i in range(neuron.device_count())
-                }
-                result = {**cores, **result}
-                patch.changed("%s=balanced: accelerate sees NeuronCores %s", SPREAD_ENV, sorted(cores))
+                if neuron_available():
+                    core = local_core_index()
+                    result = _with_cores(result, [core])
+                    patch.changed(
+                        'DiffusionPipeline device_map="balanced": every component -> neuron:%d (rank-local '
+                        "NeuronCore; accelerate sees no Neuron memory and would keep them on the CPU)",
+                        core,
+                    )
             return result
 
-        self.replace(acc_modeling, "get_max_memory", get_max_memory)
-        for alias_module, attr in (
-            ("accelerate.utils", "get_max_memory"),
-            ("transformers.integrations.accelerate", "accelerate_max_memory"),
-        ):
-            module = sys.modules.get(alias_module)
-            if module is not None and getattr(module, attr, None) is original:
-                self.replace(module, attr, get_max_memory)
+        return get_max_memory

@@ -11,7 +11,10 @@ takes this branch (it dispatches only for several devices or disk); direct
 users do.
 
 Fix: wrap ``dispatch_model`` (rebound in ``accelerate`` and ``accelerate.big_modeling``, where
-``load_checkpoint_and_dispatch`` looks it up). After the original returns, when the map names one
+``load_checkpoint_and_dispatch`` looks it up, and in the diffusers modules that import it by name:
+``diffusers.models.modeling_utils`` (:138, called at :1519) and
+``diffusers.pipelines.pipeline_loading_utils`` (:58, called at :937-946 for each component of a
+``device_map`` pipeline)). After the original returns, when the map names one
 integer core and the model is not there, move it with the class's own ``to`` (bypassing any
 instance-level wrapper accelerate installs). String and ``torch.device`` maps, ``"cpu"`` and
 multi-device maps are upstream's. Stands down when ``model.to`` is no longer inside the ``else``
@@ -41,16 +44,31 @@ _GAP = re.compile(r'device = f"neuron:\{device\}"\s*\n\s*else:\s*\n\s*model\.to\
 class DispatchModel(Patch):
     id = "dispatch_model"
     reason = 'accelerate dispatch_model(model, {"": 0}) never moves the model on Neuron: move it to the core'
-    targets = ("accelerate",)
+    targets = ("accelerate", "diffusers.models.modeling_utils", "diffusers.pipelines.pipeline_loading_utils")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._original: Callable[..., Any] | None = None
+        self._wrapped: Callable[..., Any] | None = None
 
     def patch_module(self, name: str, module: ModuleType) -> bool:
+        if name != "accelerate":
+            # diffusers imports accelerate first, so the wrapper exists unless accelerate was fixed.
+            if self._wrapped is None:
+                return False
+            binding = module.__dict__.get("dispatch_model")
+            if binding is self._original:
+                self.replace(module, "dispatch_model", self._wrapped)
+            elif binding is self._wrapped:  # imported after accelerate was patched: it bound the wrapper itself
+                self.undo_with(functools.partial(_unbind, module, self._wrapped, self._original))
+            return True
         big_modeling = module.big_modeling
         original = big_modeling.dispatch_model
         if not _GAP.search(inspect.getsource(original)):
             return False
-        wrapped = self._wrap_dispatch(original)
-        self.replace(big_modeling, "dispatch_model", wrapped)
-        self.replace(module, "dispatch_model", wrapped)
+        self._original, self._wrapped = original, self._wrap_dispatch(original)
+        self.replace(big_modeling, "dispatch_model", self._wrapped)
+        self.replace(module, "dispatch_model", self._wrapped)
         return True
 
     def _wrap_dispatch(self, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -89,3 +107,9 @@ class DispatchModel(Patch):
             target,
             ", ".join(stranded),
         )
+
+
+def _unbind(module: ModuleType, wrapped: Callable[..., Any] | None, original: Callable[..., Any] | None) -> None:
+    """On revert, give a module that imported the wrapper by name accelerate's function back."""
+    if module.__dict__.get("dispatch_model") is wrapped:
+        module.dispatch_model = original  # type: ignore[attr-defined]

@@ -12,7 +12,8 @@ all reproduced on the simulator by the tests):
   ``padding_free=True`` does the same without packing.
 - ``dataloader_drop_last=False`` (the default): the last short batch is one more graph to compile.
 - ``torch_compile_mode="reduce-overhead"``/``"max-autotune..."``: CUDA graphs / inductor autotuning;
-  the Neuron backend takes no mode (the simulator's rejects it, torch-neuronx ignores it).
+  the Neuron backend supports only the default mode ("other modes log a warning and fall back to
+  default", TorchNeuron's torch.compile reference), so the mode only misleads.
 - ``ddp_backend="nccl"``: accelerate overrides it on Neuron (accelerate/state.py:796-798), so it
   only misleads; cleared.
 

@@ -9,10 +9,12 @@ costs nothing; found on a trn2 it costs compile time on every run.
 - :mod:`~neuroncompat.simulate.record` records, in each process, the compiled graphs, the eager
   forward shapes and the findings (graph breaks from :mod:`~neuroncompat.simulate.graph_breaks`,
   data-dependent-shape and CPU-fallback ops from :mod:`~neuroncompat.simulate.op_findings`, with
-  TorchNeuron's table in :mod:`~neuroncompat.simulate.op_support`), and writes them at exit;
+  TorchNeuron's table in :mod:`~neuroncompat.simulate.op_support`; diffusers pipeline calls from
+  :mod:`~neuroncompat.simulate.pipeline_calls`), and writes them at exit;
 - :mod:`~neuroncompat.simulate.report` reads the records back into the per-rank report (text or
   JSON; :mod:`~neuroncompat.simulate.markdown` and :mod:`~neuroncompat.simulate.github` for CI),
-  with :mod:`~neuroncompat.simulate.advice` choosing the fix for a location that churns and
+  with :mod:`~neuroncompat.simulate.advice` choosing the fix for a location that churns,
+  :mod:`~neuroncompat.simulate.pipeline_report` naming the cause of each pipeline call's recompiles, and
   ``--strict`` judging it; :mod:`~neuroncompat.simulate.settings` reads ``[tool.neuroncompat.simulate]``;
 - :mod:`~neuroncompat.simulate.scenarios` holds the TRL guide's scenarios as runnable scripts.
 """

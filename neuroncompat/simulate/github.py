@@ -18,6 +18,9 @@ _TITLE = {
     "graph_break": "graph break",
     "data_dependent": "data-dependent shape",
     "cpu_fallback": "CPU fallback",
+    "complex_on_device": "complex on device",
+    "fp64_on_device": "float64 on device",
+    "int64_on_device": "int64 on device",
     "recompiles": "recompiles",
     "eager_shapes": "eager shape churn",
     "rejected": "rejected graph",
@@ -58,6 +61,8 @@ def render(report: dict[str, Any]) -> str:
         for finding in rank["findings"]:
             message = f"rank {rank['rank']}: {finding['description']} (x{finding['count']})"
             message += f"\nfix: {fix_text(finding)}"
+            if finding.get("unknown"):
+                message += f"\nunknown on trn2: {finding['unknown']}"
             if finding["references"]:
                 message += "\nsee " + " ".join(finding["references"])
             level = "error" if finding["kind"] in strict else "warning"

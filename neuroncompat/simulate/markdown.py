@@ -10,11 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from neuroncompat.simulate import pipeline_report
 from neuroncompat.simulate import report as simulate_report
 
 MARKER = "<!-- neuroncompat simulate report -->"
 ROWS = 50
-_KIND = {"graph_break": "graph break", "data_dependent": "data-dependent shape", "cpu_fallback": "CPU fallback"}
+_KIND = {
+    "graph_break": "graph break",
+    "data_dependent": "data-dependent shape",
+    "cpu_fallback": "CPU fallback",
+    "complex_on_device": "complex on device",
+    "fp64_on_device": "float64 on device",
+    "int64_on_device": "int64 on device",
+}
 
 
 def _cell(text: Any) -> str:
@@ -49,14 +57,14 @@ def render(report: dict[str, Any]) -> str:
         return "".join(out)
     out.append(
         "\n| rank | compiled graphs | rejected | eager shapes | est. compile | graph breaks | data-dependent ops "
-        "| CPU fallbacks |\n"
-        "|---|---|---|---|---|---|---|---|\n"
+        "| CPU fallbacks | dtype findings |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
     )
     for rank in ranks:
         out.append(
             f"| {rank['rank']} | {rank['compiled_graphs']} | {rank['rejected_graphs']} | {rank['eager_shapes']} | "
             f"{simulate_report.duration(rank['estimated_compile_seconds'])} | {rank['graph_breaks']} | "
-            f"{rank['data_dependent_ops']} | {rank['cpu_fallback_ops']} |\n"
+            f"{rank['data_dependent_ops']} | {rank['cpu_fallback_ops']} | {rank.get('dtype_findings', 0)} |\n"
         )
     if report["missing_ranks"]:
         missing = ", ".join(map(str, report["missing_ranks"]))
@@ -71,10 +79,14 @@ def render(report: dict[str, Any]) -> str:
             )
         if len(findings) > ROWS:
             out.append(f"\n_{len(findings) - ROWS} more in the JSON report._\n")
+        unknowns = {f["kind"]: f for _, f in findings if f.get("unknown")}
+        for kind, finding in unknowns.items():
+            out.append(f"\n{_KIND[kind].capitalize()}: unknown on trn2: {_cell(finding['unknown'])}.\n")
         if any(f["kind"] == "data_dependent" for _, f in findings):
             out.append(
                 "\nData-dependent shapes can compile on trn2 and return wrong values with no error "
-                "([aws-neuron-sdk#1381](https://github.com/aws-neuron/aws-neuron-sdk/issues/1381)).\n"
+                "([aws-neuron-sdk#1381](https://github.com/aws-neuron/aws-neuron-sdk/issues/1381), reported "
+                "against the XLA-based torch-neuronx; unknown for TorchNeuron).\n"
             )
     warnings = [(rank["rank"], w) for rank in ranks for w in rank["warnings"]]
     if warnings:
@@ -84,8 +96,34 @@ def render(report: dict[str, Any]) -> str:
             out.append(f"- rank {rank}: **{what}** at {_code(warning['where'])}\n")
             out.extend(f"  - {_cell(finding)}\n" for finding in warning["findings"])
             out.extend(f"  - fix: {_cell(fix['message'])}\n" for fix in warning["fixes"])
+    out.extend(_pipeline_calls(ranks))
     violations = report["strict"]["violations"]
     if violations:
         kinds = ", ".join(report["strict"]["kinds"])
         out.append(f"\n**Strict ({kinds}) failed** on {len(violations)} finding(s).\n")
     return "".join(out)
+
+
+def _pipeline_calls(ranks: list[dict[str, Any]]) -> list[str]:
+    """One row per diffusers pipeline call: its parameters, what it compiled, and why."""
+    calls = [(rank["rank"], call) for rank in ranks for call in rank.get("pipeline_calls", ())]
+    if not calls:
+        return []
+    out = [
+        "\n### Diffusers pipeline calls\n\n| rank | call | where | parameters | new graphs | after step 1 | cause |\n"
+        "|---|---|---|---|---|---|---|\n"
+    ]
+    for rank, call in calls[:ROWS]:
+        causes = "; ".join(
+            f"{c['param']} {c['before']} -> {c['after']}" if c["before"] is not None else c["param"].replace("_", " ")
+            for c in call["causes"]
+        )
+        where = _code(call["user"]) if call["user"] else ""
+        out.append(
+            f"| {rank} | #{call['index']} {call['pipeline']} | {_cell(where)} | "
+            f"{_cell(pipeline_report.params_text(call['params']))} | {call['new_graphs']['total']} | "
+            f"{len(call['later_step_compiles'])} | {_cell(causes) or '-'} |\n"
+        )
+    if len(calls) > ROWS:
+        out.append(f"\n_{len(calls) - ROWS} more in the JSON report._\n")
+    return out

@@ -5,14 +5,22 @@
   the data knows. Neuron compiles static shapes: such an op breaks a ``torch.compile`` graph, and
   one that does compile can be wrong: masked assignment with a data-dependent selection compiles
   and runs on trn2 with **wrong values and no error** (aws-neuron-sdk#1381, :data:`WRONG_VALUES`,
-  open). Each op carries its shape-stable rewrite.
+  open). That report is against the XLA-based torch-neuronx (torch 2.9, torch-neuronx 2.9.0.2.15,
+  libneuronxla), not TorchNeuron: whether TorchNeuron's compiler does the same is unknown, and the
+  shape-stable rewrite each op carries is right either way.
 - **CPU fallbacks**: ATen operators TorchNeuron's operator table marks ``CPU_FALLBACK``
   (:mod:`~neuroncompat.simulate.op_support`, plus those the user names) run on the host, with
   the tensors copied out and back every call.
 
-:class:`OpWatcher` is the simulator's op observer (:func:`neuroncompat.simulator.tensor.set_op_observer`):
-the simulator asks it once per op overload whether it watches it, so the ops it does not cost a
-cached attribute test. A watched op is reported with its user line, from the caller's stack in
+- **Complex and float64 tensors on the device**: TorchNeuron decomposes complex ops only inside
+  ``torch.compile`` (``TORCH_NEURONX_COMPLEX_DECOMPOSE``); eager complex ops follow the fallback
+  policy. No NeuronCore engine lists FP64. Each is reported per op and user line (complex only outside
+  a compiled graph); the report merges one line's ops and says what is unknown
+  (:mod:`~neuroncompat.simulate.dtype_findings`).
+
+:class:`OpWatcher` is the simulator's op observer (:func:`neuroncompat.simulator.observer.set_op_observer`):
+it names the ops it watches once, and the C++ backend checks each op overload once, so the ops it
+does not watch cost nothing. A watched op is reported with its user line, from the caller's stack in
 eager mode and from the FX node's source line inside a compiled graph (the graph's first run;
 later runs repeat the same ops). Ops while Dynamo traces (fake tensors) and during backward (the
 gradient of ``x[mask]`` is again a masked op; the forward line is the one to fix) are skipped.
@@ -23,13 +31,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from neuroncompat.simulate import op_support
 from neuroncompat.simulate.locations import caller_in, current_caller, frames_in
-from neuroncompat.simulator import compile_backend
+from neuroncompat.simulator import compile_backend, observer
 
 WRONG_VALUES = "https://github.com/aws-neuron/aws-neuron-sdk/issues/1381"
 # Extra CPU_FALLBACK operators, comma-separated (set by ``neuroncompat simulate`` from
@@ -90,7 +97,9 @@ _MASK_INDEXING: dict[str, tuple[str, OpFix]] = {
     "aten::_index_put_impl_": ("x[mask] = ... (masked assignment)", MASKED_ASSIGNMENT),
     "aten::_unsafe_index_put": ("x[mask] = ... (masked assignment)", MASKED_ASSIGNMENT),
 }
-_MASK_DTYPES = (torch.bool, torch.uint8)
+# Internal ops the device sees in place of the public one the user's code called: ``x[mask] = v`` reaches a
+# backend as ``_index_put_impl_`` (index_put_ is a composite over it); the report names the public op.
+_PUBLIC_NAME = {"aten::_index_put_impl_": "aten::index_put_"}
 
 
 def fix_for(kind: str, op: str) -> OpFix:
@@ -115,11 +124,6 @@ def fallback_ops() -> frozenset[str]:
     return op_support.CPU_FALLBACK | frozenset(extra)
 
 
-def _has_mask(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    indices = args[1] if len(args) > 1 else kwargs.get("indices", ())
-    return any(isinstance(i, torch.Tensor) and i.dtype in _MASK_DTYPES for i in indices or ())
-
-
 # (kind, op, site, user line, graph signature or None)
 Listener = Callable[[str, str, str | None, str | None, str | None], None]
 
@@ -131,24 +135,28 @@ class OpWatcher:
         self._listener = listener
         self._fallbacks = fallback_ops()
 
-    def watches(self, name: str) -> bool:
-        base = name.split(".")[0]
-        return base in _DATA_DEPENDENT or base in _MASK_INDEXING or name in self._fallbacks or base in self._fallbacks
+    def watched_ops(self) -> list[str]:
+        return [*_DATA_DEPENDENT, *_MASK_INDEXING, *sorted(self._fallbacks)]
 
-    def saw(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def saw(self, name: str, events: int) -> None:
         from torch._guards import TracingContext
 
         if TracingContext.try_get() is not None or torch._C._current_graph_task_id() != -1:
             return
         base = name.split(".")[0]
+        graph, node = compile_backend.running_graph()
         kinds = []
-        if base in _DATA_DEPENDENT or (base in _MASK_INDEXING and _has_mask(args, kwargs)):
-            kinds.append("data_dependent")
-        if name in self._fallbacks or base in self._fallbacks:
-            kinds.append("cpu_fallback")
+        if events & observer.WATCHED:
+            if base in _DATA_DEPENDENT or (base in _MASK_INDEXING and events & observer.MASK):
+                kinds.append("data_dependent")
+            if name in self._fallbacks or base in self._fallbacks:
+                kinds.append("cpu_fallback")
+        if events & observer.COMPLEX and graph is None:
+            kinds.append("complex_on_device")
+        if events & observer.FLOAT64:
+            kinds.append("fp64_on_device")
         if not kinds:
             return
-        graph, node = compile_backend.running_graph()
         if graph is not None:
             if node is None:  # a later run of a graph whose first run was reported
                 return
@@ -157,5 +165,6 @@ class OpWatcher:
                 user_at = current_caller()[1]
         else:
             site_at, user_at = current_caller()
+        name = _PUBLIC_NAME.get(base, name)
         for kind in kinds:
             self._listener(kind, name, site_at, user_at, graph.signature if graph is not None else None)

@@ -13,10 +13,15 @@ Two kinds of compilation happen on Neuron and both are recorded:
   Dynamo gives up on (recompile limit) runs eagerly and is counted here, as on hardware. Calls
   during backward (activation checkpointing's recomputation) and on the CPU are not counted.
 
-Three more kinds of **finding** are recorded per (kind, what, site, user line), with a count:
+**Hub kernel replacements** are recorded too: each layer class that ``kernelize`` gave a Neuron
+kernel's forward (:mod:`neuroncompat.simulator.hub_kernels`, which runs the layer's own forward),
+with the kernel, its repo and how many layers it replaced.
+
+More kinds of **finding** are recorded per (kind, what, site, user line), with a count:
 graph breaks inside compiled code, from Dynamo's own report (:mod:`~neuroncompat.simulate.graph_breaks`);
-data-dependent-shape ops and TorchNeuron CPU-fallback ops run on the device, eager or in a graph
-(:mod:`~neuroncompat.simulate.op_findings`).
+data-dependent-shape ops, TorchNeuron CPU-fallback ops and ops making complex or float64 tensors on the
+device, eager or in a graph (:mod:`~neuroncompat.simulate.op_findings`); int64 device inputs of compiled
+graphs and of outermost module calls, by input name (:mod:`~neuroncompat.simulate.dtype_findings`).
 
 Bounded: at most :data:`MAX_TENSORS` tensors per signature, :data:`MAX_SHAPES` signatures per call
 site, :data:`MAX_SITES` call sites and :data:`MAX_FINDINGS` findings; beyond that only counts grow.
@@ -43,10 +48,13 @@ import torch
 from torch._dynamo.eval_frame import OptimizedModule
 
 from neuroncompat.simulate import RECORD_ENV, graph_breaks
+from neuroncompat.simulate.dtype_findings import GRAPH_INPUT
 from neuroncompat.simulate.locations import current_caller, shorten_location
 from neuroncompat.simulate.op_findings import OpWatcher
-from neuroncompat.simulator import compile_backend, tensor
+from neuroncompat.simulate.pipeline_calls import PipelineCalls
+from neuroncompat.simulator import compile_backend, hub_kernels, observer
 from neuroncompat.simulator.compile_backend import CompiledGraph
+from neuroncompat.simulator.hub_kernels import KernelReplacement
 
 MAX_TENSORS = 16
 MAX_SHAPES = 64
@@ -57,11 +65,12 @@ MAX_FINDINGS = 256
 TensorSpec = tuple[str, tuple[int, ...], str]
 
 
-def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[TensorSpec, ...], bool]:
+def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[TensorSpec, ...], bool, list[str]]:
     """The tensor inputs of a call, named by position or keyword (containers are looked into
-    twice), and whether any of them is on the neuron device."""
+    twice), whether any of them is on the neuron device, and the names of those on it that are int64."""
     found: list[TensorSpec] = []
     on_device = False
+    int64: list[str] = []
 
     def visit(name: str, value: Any, depth: int) -> None:
         nonlocal on_device
@@ -70,6 +79,8 @@ def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Ten
         if isinstance(value, torch.Tensor):
             found.append((name, tuple(value.shape), str(value.dtype).removeprefix("torch.")))
             on_device = on_device or value.device.type == "neuron"
+            if value.dtype == torch.int64 and value.device.type == "neuron":
+                int64.append(name)
         elif depth < 2 and isinstance(value, dict):
             for key in sorted(value, key=str):
                 visit(f"{name}.{key}", value[key], depth + 1)
@@ -81,7 +92,7 @@ def _signature(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Ten
         visit(f"args.{index}", value, 0)
     for key in sorted(kwargs):
         visit(key, kwargs[key], 0)
-    return tuple(found), on_device
+    return tuple(found), on_device, int64
 
 
 def _on_device(module: torch.nn.Module) -> bool:
@@ -121,7 +132,9 @@ class Recorder:
         # (kind, what, site, user line, graph signature) -> times seen
         self._findings: dict[tuple[str, str, str | None, str | None, str | None], int] = {}
         self._dropped_findings = 0
+        self._kernels: dict[KernelReplacement, int] = {}  # Hub kernel layer replacements -> layers replaced
         self._undo: list[Any] = []
+        self._pipelines = PipelineCalls()
 
     def start(self) -> None:
         # torch warns that global hooks also fire for torch.compile's wrapper module: the hooks
@@ -135,10 +148,12 @@ class Recorder:
             hooks.register_module_forward_hook(self._exit, with_kwargs=True, always_call=True).remove,
             compile_backend.on_compile(self._compiled),
             graph_breaks.install(self._graph_break),
+            hub_kernels.on_replace(self._kernel),
+            self._pipelines.start(),
         ]
-        tensor.set_op_observer(OpWatcher(self._finding))
+        observer.set_op_observer(OpWatcher(self._finding))
         compile_backend.track_graph_nodes(True)
-        self._undo += [lambda: tensor.set_op_observer(None), lambda: compile_backend.track_graph_nodes(False)]
+        self._undo += [lambda: observer.set_op_observer(None), lambda: compile_backend.track_graph_nodes(False)]
 
     def stop(self) -> None:
         for undo in self._undo:
@@ -167,12 +182,15 @@ class Recorder:
             return
         depth = self._local.depth = getattr(self._local, "depth", 1) - 1
         if depth == 0 and len(rest) == 2:
-            signature, on_device = _signature(args, rest[0])
+            signature, on_device, int64 = _signature(args, rest[0])
             if on_device or _on_device(module):  # a model kept on the CPU compiles nothing
-                self._record_call(type(module).__qualname__, signature)
+                self._record_call(type(module).__qualname__, signature, int64)
+                self._pipelines.on_eager(type(module).__qualname__, signature)
 
-    def _record_call(self, module: str, signature: tuple[TensorSpec, ...]) -> None:
+    def _record_call(self, module: str, signature: tuple[TensorSpec, ...], int64: list[str]) -> None:
         site_at, user_at = current_caller()
+        for name in int64:
+            self._finding("int64_on_device", name, site_at, user_at)
         key = (module, site_at, user_at)
         with self._lock:
             site = self._sites.get(key)
@@ -184,9 +202,13 @@ class Recorder:
             site.add(signature)
 
     def _compiled(self, graph: CompiledGraph) -> None:
-        _, user_at = current_caller()
+        site_at, user_at = current_caller()
         with self._lock:
             self._graphs.append((graph, user_at))
+        self._pipelines.on_graph(graph)
+        for index, spec in enumerate(graph.inputs):
+            if spec.dtype == "int64":
+                self._finding("int64_on_device", f"{spec.name or f'#{index}'}{GRAPH_INPUT}", site_at, user_at)
 
     def _finding(
         self, kind: str, what: str, site_at: str | None, user_at: str | None, graph: str | None = None
@@ -203,11 +225,15 @@ class Recorder:
     def _graph_break(self, reason: str, site_at: str | None, user_at: str | None) -> None:
         self._finding("graph_break", reason, site_at, user_at)
 
+    def _kernel(self, replacement: KernelReplacement) -> None:
+        with self._lock:
+            self._kernels[replacement] = self._kernels.get(replacement, 0) + 1
+
     # -- output -------------------------------------------------------------------------------
     def recorded(self) -> bool:
         """Whether anything compiled, ran a forward or was found on the device in this process."""
         with self._lock:
-            return bool(self._graphs or self._sites or self._dropped_calls or self._findings)
+            return bool(self._graphs or self._sites or self._dropped_calls or self._findings or self._kernels)
 
     def snapshot(self) -> dict[str, Any]:
         """This process's record, in the form ``neuroncompat simulate`` reads back."""
@@ -241,6 +267,7 @@ class Recorder:
                 for (kind, what, site_at, user_at, graph), count in self._findings.items()
             ]
             dropped_findings = self._dropped_findings
+            kernels = [{**found.to_dict(), "layers": count} for found, count in self._kernels.items()]
         return {
             "rank": int(os.environ.get("RANK", "0")),
             "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
@@ -252,6 +279,8 @@ class Recorder:
             "dropped_calls": dropped,
             "findings": findings,
             "dropped_findings": dropped_findings,
+            "hub_kernels": kernels,
+            "pipelines": self._pipelines.snapshot(),
         }
 
     def write(self, directory: str | Path) -> Path:

@@ -11,8 +11,11 @@ are only ever added). Per rank: the compiled graphs grouped by compiled function
 their inputs named as the user's code names them; the eager forward shapes per module and
 location; ``warnings`` where a location churns shapes (with the fixes from
 :mod:`~neuroncompat.simulate.advice`) or compiles graphs Neuron rejects; and ``findings``: graph
-breaks, data-dependent-shape ops and CPU-fallback ops per user line, each with its fix. At the
-top, ``strict``: the kinds ``--strict`` fails on (:data:`STRICT_KINDS`) and what it failed on;
+breaks, data-dependent-shape ops, CPU-fallback ops, and complex, float64 and int64 tensors on the device
+(:mod:`~neuroncompat.simulate.dtype_findings`; ``unknown`` says what TorchNeuron leaves undocumented) per
+user line, each with its fix; and ``hub_kernels``: the layers ``kernelize`` replaced with a Neuron
+kernel's forward. At the top, ``strict``: the kinds ``--strict`` fails on (selectable:
+:data:`STRICT_KINDS`; ``--strict`` alone: :data:`STRICT_DEFAULT`) and what it failed on;
 ``exit_code`` is the script's, ``simulate_exit_code`` the command's (:func:`exit_code_of`).
 
 A location is the *site* (the innermost caller outside torch and neuroncompat, often library
@@ -28,14 +31,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from neuroncompat.simulate import graph_breaks, op_findings, op_support
+from neuroncompat.simulate import dtype_findings, graph_breaks, op_findings, op_support, pipeline_report
 from neuroncompat.simulate.advice import DYNAMIC_SHAPES, Tensor, diagnose
 
 SCHEMA = "neuroncompat.simulate/1"
 # Kinds of finding, in report order.
-FINDING_KINDS = ("graph_break", "data_dependent", "cpu_fallback")
-# What --strict can fail on: a graph Neuron rejects, a location past --max-shapes, and the findings.
-STRICT_KINDS = ("rejected", "shape_churn", *FINDING_KINDS)
+FINDING_KINDS = ("graph_break", "data_dependent", "cpu_fallback", *dtype_findings.KINDS)
+# What --strict can fail on: a graph Neuron rejects, a location past --max-shapes, the findings, and a
+# diffusers pipeline call that compiled after its first denoising step.
+STRICT_KINDS = ("rejected", "shape_churn", *FINDING_KINDS, "step_recompile")
+# What --strict (strict = true) fails on when no kind is named: all but the informational int64 kind.
+STRICT_DEFAULT = tuple(kind for kind in STRICT_KINDS if kind not in dtype_findings.NOT_STRICT_BY_DEFAULT)
 # neuroncompat simulate's exit status when --strict finds something and the script succeeded.
 STRICT_EXIT_CODE = 4
 DEFAULT_GRAPH_COST = 60.0
@@ -96,16 +102,25 @@ def _compiled_groups(graphs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _findings(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The record's graph breaks, data-dependent ops and CPU fallbacks, each with its fix."""
+    """The record's findings (graph breaks, data-dependent ops, CPU fallbacks, dtypes), each with its fix."""
     out = []
-    for raw in record.get("findings", ()):
+    for raw in _merged_dtype_findings(record.get("findings", ())):
         kind, what = raw["kind"], raw["what"]
+        unknown = None
         if kind == "graph_break":
             fix: Any = graph_breaks.fix_for(what)
             description, references = what, []
         elif kind == "data_dependent":
             fix = op_findings.fix_for(kind, what)
             description, references = f"{op_findings.describe(what)} [{what}]", [op_findings.WRONG_VALUES]
+        elif kind in dtype_findings.KINDS:
+            entry = dtype_findings.KINDS[kind]
+            fix = op_findings.OpFix(entry.fix_id, entry.fix)
+            description, references, unknown = (
+                dtype_findings.describe(kind, what),
+                list(entry.references),
+                entry.unknown,
+            )
         else:
             fix = op_findings.fix_for(kind, what)
             description, references = f"{what} runs on the CPU in TorchNeuron", [op_support.TABLE]
@@ -124,9 +139,29 @@ def _findings(record: dict[str, Any]) -> list[dict[str, Any]]:
                 "owner": owner_of(raw["site"], raw["user"]),
                 "fix": {"id": fix.id, "message": fix.message},
                 "references": references,
+                "unknown": unknown,
             }
         )
     return sorted(out, key=lambda f: (FINDING_KINDS.index(f["kind"]), f["where"], f["what"]))
+
+
+def _merged_dtype_findings(raws: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One complex/float64 finding per user line and graph, naming every op there (``torch.ones(...,
+    dtype=torch.float64)`` makes a tensor with ``empty`` and fills it with ``fill_``: one line to fix)."""
+    out: list[dict[str, Any]] = []
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for raw in raws:
+        if raw["kind"] not in ("complex_on_device", "fp64_on_device"):
+            out.append(raw)
+            continue
+        key = (raw["kind"], raw["site"], raw["user"], raw["graph"])
+        if key in merged:
+            merged[key]["what"] += f", {raw['what']}"
+            merged[key]["count"] += raw["count"]
+        else:
+            merged[key] = dict(raw)
+            out.append(merged[key])
+    return out
 
 
 def owner_of(site: str | None, user: str | None) -> str | None:
@@ -194,8 +229,11 @@ def _rank(record: dict[str, Any], graph_cost: float, max_shapes: int) -> dict[st
         "graph_breaks": sum(1 for f in findings if f["kind"] == "graph_break"),
         "data_dependent_ops": sum(1 for f in findings if f["kind"] == "data_dependent"),
         "cpu_fallback_ops": sum(1 for f in findings if f["kind"] == "cpu_fallback"),
+        "dtype_findings": sum(1 for f in findings if f["kind"] in dtype_findings.KINDS),
         "findings": findings,
         "dropped_findings": record.get("dropped_findings", 0),
+        "hub_kernels": record.get("hub_kernels", []),
+        "pipeline_calls": pipeline_report.calls(record),
     }
 
 
@@ -212,6 +250,11 @@ def _violations(ranks: list[dict[str, Any]], kinds: Sequence[str]) -> list[dict[
             if finding["kind"] in kinds:
                 what = finding["description"]
                 out.append({"rank": rank["rank"], "kind": finding["kind"], "where": finding["where"], "what": what})
+        for call in rank.get("pipeline_calls", ()):
+            if call["later_step_compiles"] and "step_recompile" in kinds:
+                what = f"{len(call['later_step_compiles'])} graph(s) or eager shape(s) compiled after step 1"
+                where = call["user"] or call["pipeline"]
+                out.append({"rank": rank["rank"], "kind": "step_recompile", "where": where, "what": what})
     return out
 
 
@@ -249,6 +292,7 @@ def build(
         "missing_ranks": [rank for rank in range(world) if rank not in seen],
         "strict": {"kinds": [k for k in STRICT_KINDS if k in strict], "violations": _violations(ranks, strict)},
         "ranks": ranks,
+        "pipeline_latents": pipeline_report.latents_across_ranks(ranks),
     }
     built["simulate_exit_code"] = exit_code_of(built)
     return built
@@ -332,6 +376,14 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
             lines.append(f"      ... {len(shapes) - _TEXT_ROWS} more")
     if rank["dropped_calls"]:
         lines.append(f"    (+{rank['dropped_calls']} call(s) from further locations, not recorded)")
+    if rank.get("hub_kernels"):
+        lines.append(
+            "  Hub kernels (Neuron layer mappings; a trn2 runs the kernel, the simulator ran each layer's own forward):"
+        )
+    for found in rank.get("hub_kernels", ()):
+        lines.append(
+            f"    {found['layer']}: {found['layers']} {found['module']} layer(s) -> {found['kernel']} from {found['repo']}"
+        )
     if not rank["compiled"] and not rank["eager"]:
         lines.append("  nothing ran on the neuron device")
     for warning in rank["warnings"]:
@@ -339,17 +391,22 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
         lines.append(f"  WARNING: {warning['shapes']} {what} at {warning['where']}")
         lines.extend(f"    {finding}" for finding in warning["findings"])
         lines.extend(f"    fix: {fix['message']}" for fix in warning["fixes"])
+    explained: set[str] = set()
     for finding in rank["findings"]:
         title = FINDING_TITLES[finding["kind"]]
         lines.append(f"  {title} at {finding_place(finding)}: {finding['description']} (x{finding['count']})")
         lines.append(f"    fix: {fix_text(finding)}")
+        if finding.get("unknown") and finding["kind"] not in explained:  # once per kind: the same text
+            explained.add(finding["kind"])
+            lines.append(f"    unknown on trn2: {finding['unknown']} ({' '.join(finding['references'])})")
         if finding["kind"] == "data_dependent":
             lines.append(
                 "    risk: a data-dependent shape can compile on trn2 and return wrong values with no error "
-                f"({op_findings.WRONG_VALUES})"
+                f"({op_findings.WRONG_VALUES}, reported against the XLA-based torch-neuronx; unknown for TorchNeuron)"
             )
     if rank.get("dropped_findings"):
         lines.append(f"  (+{rank['dropped_findings']} finding(s) at further locations, not recorded)")
+    lines.extend(pipeline_report.render_lines(rank.get("pipeline_calls", [])))
     return lines
 
 
@@ -357,6 +414,7 @@ FINDING_TITLES = {
     "graph_break": "GRAPH BREAK",
     "data_dependent": "DATA-DEPENDENT SHAPE",
     "cpu_fallback": "CPU FALLBACK",
+    **{kind: entry.title for kind, entry in dtype_findings.KINDS.items()},
 }
 
 
@@ -399,6 +457,10 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append(
             f"no record from rank(s) {', '.join(map(str, report['missing_ranks']))}: killed before they could write one"
         )
+    latents = pipeline_report.render_latents(report.get("pipeline_latents"))
+    if latents:
+        lines.append("")
+        lines.extend(latents)
     strict = report["strict"]
     if strict["kinds"]:
         lines.append("")

@@ -3,7 +3,7 @@
 So a CI job and a developer's run judge the same way without repeating options::
 
     [tool.neuroncompat.simulate]
-    strict = ["graph_break", "data_dependent", "rejected"]   # or true: every kind
+    strict = ["graph_break", "data_dependent", "rejected"]   # or true: every kind but int64_on_device
     max-shapes = 8
     graph-cost = 90
     cpu-fallback-ops = ["aten::foo"]   # your torch-neuronx release's CPU_FALLBACK operators
@@ -22,7 +22,7 @@ from typing import Any
 
 import tomllib
 
-from neuroncompat.simulate.report import STRICT_KINDS
+from neuroncompat.simulate.report import STRICT_DEFAULT, STRICT_KINDS
 
 TABLE = "tool.neuroncompat.simulate"
 _KEYS = ("strict", "max-shapes", "graph-cost", "cpu-fallback-ops")
@@ -73,7 +73,7 @@ def _error(path: Path, text: str, key: str, cause: str) -> SettingsError:
 def _strict(value: Any) -> tuple[str, ...] | str:
     """The strict kinds, or the reason the value is not valid."""
     if value is True:
-        return STRICT_KINDS
+        return STRICT_DEFAULT
     if value is False:
         return ()
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -131,7 +131,7 @@ def strict_kinds(flag: bool | None, chosen: tuple[str, ...], configured: Setting
     if chosen:
         return chosen
     if flag is True:
-        return configured.strict or STRICT_KINDS
+        return configured.strict or STRICT_DEFAULT
     if flag is False:
         return ()
     return configured.strict or ()

@@ -1,8 +1,11 @@
-"""A CPU-backed ``neuron`` device, so Hugging Face libraries take their real Neuron code paths.
+"""A simulated ``neuron`` device, so Hugging Face libraries take their real Neuron code paths.
 
-``enable(cores=N)`` registers ``neuron`` as PyTorch's PrivateUse1 device, installs
-``torch.neuron`` and a ``torch_neuronx`` import stub, autocast on ``neuron`` and a recording
-``neuron`` torch.compile backend. transformers, accelerate and TRL then detect Neuron exactly as
+``enable(cores=N)`` loads the simulator's C++ PrivateUse1 backend (``native_device``: tensors on
+``neuron:N`` are plain tensors in host memory from its allocator, computed by the CPU's kernels),
+names it ``neuron``, and installs ``torch.neuron``, a ``torch_neuronx`` import stub (and an ``nki``
+one, :mod:`~neuroncompat.simulator.nki_stub`), a recording ``neuron`` torch.compile backend, and
+:mod:`~neuroncompat.simulator.hub_kernels`, which runs layers that Hub kernels' Neuron mappings
+replace with their own forward and reports the replacement. transformers, accelerate and TRL then detect Neuron exactly as
 on a Trainium host: ``TrainingArguments`` picks ``neuron:0``, TRL pads to multiples of 128, and
 the known gaps (``device_map="auto"`` landing on CPU, TRL #7664, TRL #7660) reproduce.
 
@@ -17,6 +20,18 @@ process that never saw the device run in a subprocess.
 starts on its ``LOCAL_RANK`` core). ``backend="neuron"`` process groups run their collectives
 over gloo (``simulator.distributed``). It refuses to start where a real torch-neuronx is
 installed.
+
+``NEURON_RT_VISIBLE_CORES`` is honoured as the Neuron runtime documents it
+(https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/guides/nrt-developer-guide.html,
+rules in :mod:`neuroncompat.core_sets`): the process sees only the cores it names, renumbered from 0
+(``2,3`` gives ``device_count() == 2``, as ``neuron:0`` and ``neuron:1``), and a set the runtime documents
+as invalid (not contiguous, not increasing, not a core list) stops ``enable`` with the runtime's rule. A set
+naming a core the simulated host lacks (``NEURONCOMPAT_SIMULATE_CORES`` or ``enable(cores=...)``) is refused
+as ``nrt_init`` refuses too few free cores; without either, the simulated host is taken to have the cores
+named. The runtime's own wording of these errors, and whether they come at ``import torch`` or at the
+first device use, are not documented: here they come where the device is enabled (the autoload turns
+the error into a warning and a process without the device, so the script's first ``neuron`` tensor fails).
+The TRL guide's ``1,2`` (its collectives fail) is only refused by the shim's ``visible_cores`` patch.
 """
 
 from __future__ import annotations
@@ -26,23 +41,19 @@ import os
 
 import torch
 
+from neuroncompat import core_sets
 from neuroncompat.detect import clear_availability_caches, detect_torch_neuronx
 from neuroncompat.simulator import (
-    autocast,
     compile_backend,
-    current_device,
     device_module,
     distributed,
-    factories,
+    hub_kernels,
     native_device,
-    pinned_memory,
-    serialization,
-    set_data,
+    nki_stub,
     state,
     torch_neuronx_stub,
 )
 from neuroncompat.simulator.compile_backend import CompiledGraph, compiles, reset_compiles
-from neuroncompat.simulator.tensor import NeuronTensor
 
 __all__ = [
     "enable",
@@ -52,30 +63,13 @@ __all__ = [
     "compiles",
     "reset_compiles",
     "CompiledGraph",
-    "NeuronTensor",
 ]
 
 logger = logging.getLogger("neuroncompat.simulator")
 
 DEFAULT_CORES = 2
-_libraries: list[torch.library.Library] = []
+_registered: list[bool] = []
 _autograd_threading: list[bool] = []  # the setting enable() found, restored by disable()
-
-
-class _Hooks(torch._C._acc.PrivateUse1Hooks):
-    def is_available(self) -> bool:
-        return state.enabled()
-
-    def has_primary_context(self, dev_id: int) -> bool:
-        return state.enabled()
-
-    def is_built(self) -> bool:
-        return True
-
-
-class _Guard(torch._C._acc.DeviceGuard):
-    def type_(self) -> torch._C._autograd.DeviceType:  # type: ignore[override]  # the stub's return type is wrong
-        return torch._C._autograd.DeviceType.PrivateUse1
 
 
 def register_backend() -> None:
@@ -83,50 +77,27 @@ def register_backend() -> None:
 
     Possible once per process; later calls do nothing.
     """
-    if _libraries:
+    if _registered:
         return
     name = torch._C._get_privateuse1_backend_name()
     if name not in ("privateuseone", "neuron"):
         raise RuntimeError(f"PrivateUse1 is already registered as {name!r}; cannot simulate Neuron in this process")
+    library = native_device.load()  # its kernels register with the dispatcher as it loads
     if name == "privateuseone":
         torch.utils.rename_privateuse1_backend("neuron")
-    torch.utils.generate_methods_for_privateuse1_backend(for_storage=False)
+    native_device.register()
+    state.use_native(library)
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     torch._register_device_module("neuron", device_module)
-    _register_guard_and_hooks()
-    aten = torch.library.Library("aten", "IMPL")
-    fallback = torch.library.Library("_", "IMPL")
-    factories.register(aten)
-    autocast.register(aten, fallback)
-    _libraries.extend([aten, fallback])
+    _registered.append(True)
     compile_backend.register()
     if torch.distributed.is_available():
         distributed.register()
 
 
-def _register_guard_and_hooks() -> None:
-    """PrivateUse1's device guard and hooks: the C++ ones, or where they cannot be built, Python's.
-
-    Only the C++ guard can answer PyTorch's own "which core is current" (``native_device``). The
-    Python fallback is what PyTorch lets a Python backend register: core 0 for every index-less
-    ``neuron`` that PyTorch resolves in C++, which ``current_device`` then corrects where it can.
-    """
-    try:
-        native_device.register()
-    except native_device.NativeDeviceUnavailable as exc:
-        logger.warning(
-            "simulated neuron device: %s. Falling back to PyTorch's Python device guard: "
-            "torch.tensor(..., device='neuron') and streams use core 0 whatever set_device chose, "
-            "and torch.Generator(device='neuron') is unavailable (docs/simulator.md).",
-            exc,
-        )
-        torch._C._acc.register_python_privateuseone_hook(_Hooks())
-        torch._C._acc.register_python_privateuseone_device_guard(_Guard())
-        return
-    state.use_native(native_device.load())
-
-
 def enable(cores: int | None = None) -> None:
-    """Turn the simulated device on with ``cores`` NeuronCores (default: env or 2)."""
+    """Turn the simulated device on for a host of ``cores`` NeuronCores (default: env or 2), showing the
+    process the ones ``NEURON_RT_VISIBLE_CORES`` names when it is set."""
     found = detect_torch_neuronx()
     if found.real_hardware_stack:
         raise RuntimeError(
@@ -135,18 +106,33 @@ def enable(cores: int | None = None) -> None:
             "NEURONCOMPAT_SIMULATE or uninstall torch-neuronx from this environment."
         )
     if cores is None:
-        cores = int(os.environ.get("NEURONCOMPAT_SIMULATE_CORES", 0)) or max(DEFAULT_CORES, _local_world_size())
+        cores = int(os.environ.get("NEURONCOMPAT_SIMULATE_CORES", 0)) or None
+    cores = _visible_cores(cores)
     register_backend()
     _autograd_on_calling_thread()
     state.configure(cores, default_device=int(os.environ.get("LOCAL_RANK", 0)) % cores)
     torch_neuronx_stub.install()
-    pinned_memory.install()
-    if not native_device.registered():
-        current_device.install()
-    serialization.install()
-    set_data.install()
+    nki_stub.install()
+    hub_kernels.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
+
+
+def _visible_cores(host: int | None) -> int:
+    """How many cores the process sees on a host of ``host`` (None: not given) NeuronCores."""
+    value = os.environ.get(core_sets.ENV)
+    if value is None:
+        return host if host is not None else max(DEFAULT_CORES, _local_world_size())
+    refused = core_sets.runtime_refusal(value)
+    if refused is not None:
+        raise RuntimeError(f"the simulated Neuron runtime cannot start: {refused}")
+    named = core_sets.parse_cores(value)
+    if host is not None and named[-1] >= host:
+        raise RuntimeError(
+            f"the simulated Neuron runtime cannot start: {core_sets.ENV}={value} names NeuronCore {named[-1]}, "
+            f"but the simulated host has {host} (0-{host - 1}; NEURONCOMPAT_SIMULATE_CORES sets it)"
+        )
+    return len(named)
 
 
 def _local_world_size() -> int:
@@ -160,8 +146,7 @@ def _autograd_on_calling_thread() -> None:
     The autograd engine sizes its per-device worker queues from the device guards' counts at a
     process's first ``backward()``: a backward touching a core past that count then hits an
     INTERNAL ASSERT (engine.cpp ``device_ready_queues_``). That happens when a CPU backward ran
-    before the simulator was enabled, when ``enable`` later asks for more cores, and always with
-    the Python fallback guard, which reports one device. With autograd multithreading off the
+    before the simulator was enabled, or when ``enable`` later asks for more cores. With autograd multithreading off the
     engine uses the calling thread's queue for every device (what torch's own multi-threaded
     process group does). The setting is
     per thread: it covers the thread that enabled the simulator, where scripts, the Trainer
@@ -178,10 +163,8 @@ def disable() -> None:
     if _autograd_threading:
         torch._C._set_multithreading_enabled(_autograd_threading.pop())
     torch_neuronx_stub.uninstall()
-    pinned_memory.uninstall()
-    current_device.uninstall()
-    serialization.uninstall()
-    set_data.uninstall()
+    nki_stub.uninstall()
+    hub_kernels.uninstall()
     clear_availability_caches()
 
 

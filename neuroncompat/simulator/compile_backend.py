@@ -2,10 +2,26 @@
 
 On Trainium each distinct graph costs a Neuron compilation (about a minute, per the TRL guide),
 so the record is what a dry run is for: ``simulator.compiles()`` lists each graph with its input
-shapes and dtypes, a stable signature, and the source line that triggered it. A graph with
-symbolic (dynamic) dimensions is marked ``rejected``: the real backend refuses ``dynamic=True``
-graphs (TRL #7660), which Dynamo produces by default once a second shape is seen unless
-``automatic_dynamic_shapes`` is off.
+shapes and dtypes, a stable signature, and the source line that triggered it.
+
+The arguments behave as TorchNeuron's torch.compile reference documents them
+(https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/reference-torch-compile.html):
+
+* ``backend``: "'neuron'. Explicitly set, or auto-selected when running on a Neuron device". The
+  simulator makes :func:`auto_backend` Dynamo's default (``set_default_backend``): a graph whose
+  inputs live on the ``neuron`` device goes to ``neuron``, any other graph to inductor as before.
+  Whether TorchNeuron also sends a CPU-only graph to ``neuron`` is not documented; choosing by the
+  graph's device is right for every graph that touches the device, under either reading.
+* ``mode``: "Other modes log a warning and fall back to default": a warning, once per mode.
+* ``options``: "Accepts a dict or None, but only a few keys are read": any dict is accepted;
+  ``fallback_execution`` is the one read here (the env-vars page documents it).
+* ``dynamic=True`` "is rejected during compilation": the compile raises, unless fallback
+  execution is on (``options={"fallback_execution": True}`` or
+  ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0``; its default is 1), which runs the graph eagerly.
+* ``dynamic`` unset: the reference says "Shapes that vary between steps run, recompiling per new
+  shape", while TRL #7660 reports Dynamo's automatic-dynamic graphs rejected. Which holds is
+  unknown, so such a graph runs, is marked ``rejected`` in the record and warned about; the shim's
+  ``dynamic_shapes`` patch (automatic dynamic shapes off) is right under both readings.
 """
 
 from __future__ import annotations
@@ -23,6 +39,12 @@ from types import CodeType, FrameType
 from typing import Any
 
 import torch
+
+# At module level, never inside a function: after the ``NEURONCOMPAT_SIMULATE`` autoload the ``neuroncompat``
+# package is out of ``sys.modules`` (so that the script's own ``import neuroncompat`` starts the shim), and a
+# submodule imported later would run the package's ``__init__`` again and start every patch in a script that
+# never asked for them (tests/test_simulator_autoload.py).
+from neuroncompat.simulate.locations import frames_in, is_library
 
 logger = logging.getLogger("neuroncompat.simulator")
 
@@ -72,7 +94,7 @@ class CompiledGraph:
 
     @property
     def rejected(self) -> bool:
-        """The real backend rejects graphs with symbolic shapes ("dynamic=True is rejected")."""
+        """A graph with symbolic shapes: refused for ``dynamic=True``, disputed for automatic dynamic (see above)."""
         return self.dynamic
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,8 +146,6 @@ def _input_specs(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> tuple[I
 def _pass_through(code: CodeType) -> bool:
     """A decorator's wrapper (``def wrapper(*args, **kwargs)`` in a library): the function it wraps
     names the graph better (``Qwen3ForCausalLM.forward``, not transformers' ``wrapper``)."""
-    from neuroncompat.simulate.locations import is_library
-
     flags = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
     return code.co_flags & flags == flags and is_library(code.co_filename)
 
@@ -143,8 +163,6 @@ def _compiled_code(gm: torch.fx.GraphModule) -> str:
     the graph's source stack that is neither torch's nor the simulator's, looking through decorator
     wrappers; else the first such function Dynamo traced."""
     from torch._guards import TracingContext
-
-    from neuroncompat.simulate.locations import frames_in
 
     context = TracingContext.try_get()
     codes = getattr(context, "traced_code", None) if context is not None else None
@@ -174,9 +192,35 @@ def _trigger() -> str:
     return "<unknown>"
 
 
-def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    """Record ``gm`` as one Neuron compilation and return it to run eagerly."""
+def _fallback_execution(options: dict[str, Any]) -> bool:
+    """Whether a graph the backend refuses runs eagerly instead: the ``fallback_execution`` option, else
+    ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` (default 1: the error is raised)."""
+    if "fallback_execution" in options:
+        return bool(options["fallback_execution"])
+    return os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "1").strip() in ("0", "false", "False")
+
+
+_warned_modes: set[str] = set()
+
+
+def neuron_backend(
+    gm: torch.fx.GraphModule, example_inputs: list[Any], mode: str | None = None, options: dict[str, Any] | None = None
+) -> Callable[..., Any]:
+    """Record ``gm`` as one Neuron compilation and return it to run eagerly.
+
+    ``mode`` and ``options`` are what ``torch.compile`` passes a named backend; ``dynamic=True`` reaches
+    a backend only as Dynamo's ``assume_static_by_default=False`` during the compile.
+    """
     from torch._guards import CompileContext
+
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"torch.compile(options=...) for the neuron backend takes a dict or None, not {type(options)}")
+    if mode not in (None, "default") and mode not in _warned_modes:
+        _warned_modes.add(mode)
+        logger.warning(
+            "torch.compile(mode=%r): the neuron backend supports only the default mode; falling back to it", mode
+        )
+    requested_dynamic = not torch._dynamo.config.assume_static_by_default
 
     inputs = _input_specs(gm, example_inputs)
     dynamic = any(i.dynamic for i in inputs)
@@ -197,17 +241,40 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Calla
         listeners = list(_listeners)
     for listener in listeners:
         listener(record)
+    if dynamic and requested_dynamic and not _fallback_execution(options or {}):
+        raise RuntimeError(
+            f"graph {record.signature} ({record.code}, called from {record.trigger}): torch.compile(dynamic=True) is "
+            "rejected during compilation by the neuron backend; compile with dynamic=False (or leave it unset), or "
+            "pass options={'fallback_execution': True} to run the graph eagerly"
+        )
     if dynamic:
         logger.warning(
-            "graph %s (%s, called from %s) has dynamic shapes %s: the Neuron backend rejects it "
-            "on hardware (set torch._dynamo.config.automatic_dynamic_shapes = False, or import "
-            "neuroncompat)",
+            "graph %s (%s, called from %s) has dynamic shapes %s: %s (set torch._dynamo.config."
+            "automatic_dynamic_shapes = False, or import neuroncompat)",
             record.signature,
             record.code,
             record.trigger,
             [i.shape for i in inputs],
+            "dynamic=True, run eagerly by fallback execution"
+            if requested_dynamic
+            else "TorchNeuron documents a recompile per new shape, TRL #7660 reports such graphs rejected",
         )
     return _runner(gm, record)
+
+
+def _touches_neuron(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> bool:
+    tensors = [*example_inputs, *gm.parameters(), *gm.buffers()]
+    return any(isinstance(t, torch.Tensor) and t.device.type == "neuron" for t in tensors)
+
+
+def auto_backend(
+    gm: torch.fx.GraphModule, example_inputs: list[Any], mode: str | None = None, options: dict[str, Any] | None = None
+) -> Callable[..., Any]:
+    """Dynamo's default backend under the simulator: ``neuron`` for a graph on the device, inductor otherwise."""
+    if _touches_neuron(gm, example_inputs):
+        return neuron_backend(gm, example_inputs, mode=mode, options=options)
+    inductor = torch._TorchCompileInductorWrapper(mode, options, not torch._dynamo.config.assume_static_by_default)
+    return inductor(gm, example_inputs)
 
 
 class _NodeTracker(torch.fx.Interpreter):
@@ -258,8 +325,10 @@ def compiles() -> list[CompiledGraph]:
 
 
 def reset_compiles() -> None:
+    """Forget every recorded graph, and which modes were warned about (a fresh start warns again)."""
     with _lock:
         _records.clear()
+        _warned_modes.clear()
 
 
 def on_compile(listener: Callable[[CompiledGraph], None]) -> Callable[[], None]:
@@ -284,8 +353,9 @@ def register() -> None:
 
     The simulator's own files join Dynamo's skip list, as torch's internals are: otherwise a
     graph break inside a compiled region (``model.compile()`` compiles ``Module._call_impl``,
-    which breaks on hooks) lets Dynamo compile ``NeuronTensor.__torch_dispatch__`` frames as if
-    they were user code, and the record fills with graphs of the simulator's bookkeeping.
+    which breaks on hooks) lets Dynamo compile the simulator's Python frames (``torch.neuron``'s
+    functions, the process group) as if they were user code, and the record fills with graphs
+    of the simulator's bookkeeping.
     """
     from torch._dynamo import trace_rules
     from torch._dynamo.backends import registry
@@ -293,3 +363,5 @@ def register() -> None:
     if "neuron" not in registry._COMPILER_FNS:
         registry.register_backend(neuron_backend, name="neuron")
         trace_rules.add("neuroncompat.simulator")
+    if registry.get_default_backend() == "inductor":
+        registry.set_default_backend(auto_backend)

@@ -114,10 +114,6 @@ def stream(stream: torch.Stream | None) -> Iterator[None]:
 Event = torch.Event
 
 
-def empty_cache() -> None:
-    """The simulator frees payloads as soon as their tensors die; there is no cache."""
-
-
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
@@ -128,7 +124,7 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
 
 def get_device_properties(device: Any = None) -> NeuronDeviceProperties:
     index = _index(device)
-    return NeuronDeviceProperties(name=_DEVICE_NAME, total_memory=state.CORE_MEMORY_BYTES, index=index)
+    return NeuronDeviceProperties(name=_DEVICE_NAME, total_memory=state.core_memory(), index=index)
 
 
 def get_device_name(device: Any = None) -> str:
@@ -136,39 +132,44 @@ def get_device_name(device: Any = None) -> str:
 
 
 # -- random number generation ---------------------------------------------------------------
-# One (seed, offset) generator per core, its state 16 bytes as torch.cuda's: see simulator.rng.
+# One (seed, offset) generator per core, its state 16 bytes as torch.cuda's (native/neuron_device.cpp).
+def _generator(index: int) -> torch.Generator:
+    generator: torch.Generator = torch.ops.neuroncompat_sim.default_generator(index)
+    return generator
+
+
 def manual_seed(seed: int) -> None:
-    state.generator(state.current_device()).manual_seed(int(seed))
+    _generator(state.current_device()).manual_seed(int(seed))
 
 
 def manual_seed_all(seed: int) -> None:
     for i in range(max(state.cores(), 1)):
-        state.generator(i).manual_seed(int(seed))
+        _generator(i).manual_seed(int(seed))
 
 
 def seed() -> None:
-    state.generator(state.current_device()).random_seed()
+    _generator(state.current_device()).seed()
 
 
 def seed_all() -> None:
     for i in range(max(state.cores(), 1)):
-        state.generator(i).random_seed()
+        _generator(i).seed()
 
 
 def initial_seed() -> int:
-    return state.generator(state.current_device()).initial_seed()
+    return _generator(state.current_device()).initial_seed()
 
 
 def get_rng_state(device: Any = None) -> torch.Tensor:
-    return state.generator(_index(device)).get_state()
+    return _generator(_index(device)).get_state()
 
 
 def set_rng_state(new_state: torch.Tensor, device: Any = None) -> None:
-    state.generator(_index(device)).set_state(new_state)
+    _generator(_index(device)).set_state(new_state)
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
-    return [state.generator(i).get_state() for i in range(state.cores())]
+    return [get_rng_state(i) for i in range(state.cores())]
 
 
 def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
@@ -177,35 +178,115 @@ def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
 
 
 # -- memory ---------------------------------------------------------------------------------
+# The C++ allocator's figures, through torch.accelerator (what TorchNeuron's memory-profiling
+# guide documents, and what neuron-migrate writes for torch.cuda.memory_*). Every op has finished
+# when it returns, so no synchronize() is needed before reading them; calling it is harmless.
+def memory_stats(device: Any = None) -> dict[str, Any]:
+    """CUDA-style statistics: ``allocated_bytes.all.current``, ``reserved_bytes.large_pool.peak``, ..."""
+    return dict(torch.accelerator.memory_stats(_index(device)))
+
+
 def memory_allocated(device: Any = None) -> int:
-    return state.allocated(_index(device))
+    return torch.accelerator.memory_allocated(_index(device))
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    return state.peak(_index(device))
+    return torch.accelerator.max_memory_allocated(_index(device))
 
 
 def memory_reserved(device: Any = None) -> int:
-    return memory_allocated(device)
+    return torch.accelerator.memory_reserved(_index(device))
 
 
 def max_memory_reserved(device: Any = None) -> int:
-    return max_memory_allocated(device)
+    return torch.accelerator.max_memory_reserved(_index(device))
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
-    state.reset_peak(_index(device))
+    torch.accelerator.reset_peak_memory_stats(_index(device))
 
 
 def reset_max_memory_allocated(device: Any = None) -> None:
     reset_peak_memory_stats(device)
 
 
-def memory_stats(device: Any = None) -> dict[str, int]:
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    torch.accelerator.reset_accumulated_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Give every core's cached free blocks back to the host (``memory_reserved`` drops)."""
+    torch.accelerator.empty_cache()
+
+
+def memory_snapshot() -> list[dict[str, Any]]:
+    """Each block held by each core, in the shape of ``torch.cuda.memory_snapshot()``'s segments.
+
+    Every block is its own segment here; ``allocated_size`` is 0 for a cached (free) block.
+    """
+    segments = []
+    for core in range(state.cores()):
+        flat = torch.ops.neuroncompat_sim.segments(core)
+        for address, size, requested, in_use in zip(flat[0::4], flat[1::4], flat[2::4], flat[3::4], strict=True):
+            block = {
+                "address": address,
+                "size": size,
+                "requested_size": requested,
+                "state": "active_allocated" if in_use else "inactive",
+            }
+            segments.append(
+                {
+                    "device": core,
+                    "address": address,
+                    "total_size": size,
+                    "allocated_size": size if in_use else 0,
+                    "active_size": size if in_use else 0,
+                    "requested_size": requested,
+                    "segment_type": "small" if size <= 1 << 20 else "large",
+                    "blocks": [block],
+                }
+            )
+    return segments
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """A table of the core's statistics, laid out as ``torch.cuda.memory_summary``'s."""
     index = _index(device)
-    return {
-        "allocated_bytes.all.current": state.allocated(index),
-        "allocated_bytes.all.peak": state.peak(index),
-        "reserved_bytes.all.current": state.allocated(index),
-        "reserved_bytes.all.peak": state.peak(index),
-    }
+    stats = memory_stats(index)
+    rows = [
+        ("Allocated memory", "allocated_bytes", True),
+        ("Active memory", "active_bytes", True),
+        ("Requested memory", "requested_bytes", True),
+        ("Reserved memory", "reserved_bytes", True),
+        ("Allocations", "allocation", False),
+        ("Active allocs", "active", False),
+        ("Segments", "segment", False),
+    ]
+    pools = ("all",) if abbreviated else ("all", "large_pool", "small_pool")
+    line = "=" * 79
+    out = [
+        line,
+        f" neuron memory summary, device ID {index:<10d} (simulated NeuronCore)",
+        line,
+        f" {'Metric':<31}| {'Cur Usage':>10} | {'Peak Usage':>10} | {'Tot Alloc':>10} | {'Tot Freed':>10} ",
+        "-" * 79,
+    ]
+    for title, key, in_bytes in rows:
+        for pool in pools:
+            label = title if pool == "all" else f"      from {pool.replace('_pool', '')} pool"
+            values = [stats.get(f"{key}.{pool}.{field}", 0) for field in ("current", "peak", "allocated", "freed")]
+            cells = [_format_size(v) if in_bytes else str(v) for v in values]
+            out.append(f" {label:<31}| {cells[0]:>10} | {cells[1]:>10} | {cells[2]:>10} | {cells[3]:>10} ")
+        out.append("-" * 79)
+    out.append(f" Allocation retries: {stats.get('num_alloc_retries', 0)}    OOMs: {stats.get('num_ooms', 0)}")
+    out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _format_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB"):
+        if abs(value) < 1024:
+            return f"{size} B" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    return f"{value:.2f} GiB"

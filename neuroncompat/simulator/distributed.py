@@ -1,9 +1,9 @@
 """The simulator's ``neuron`` torch.distributed backend: collectives over gloo on the CPU payloads.
 
 On Trainium, ``init_process_group(backend="neuron")`` runs collectives over the Neuron fabric.
-Here each rank is a process whose tensors live on ``neuron:{LOCAL_RANK}`` (a ``NeuronTensor``
-wrapping a CPU tensor), so a collective is the same gloo collective on the wrapped CPU tensors:
-gloo reduces in place, the wrappers see the result, and the caller gets a completed ``Work``
+Here each rank is a process whose tensors live on ``neuron:{LOCAL_RANK}`` in host memory, so a
+collective is the same gloo collective on CPU tensors over the same bytes (host views, from the C++
+backend): gloo reduces in place, the device tensors see the result, and the caller gets a completed ``Work``
 whose future holds the neuron tensors (what DDP's reducer and functional collectives read).
 That is enough for DDP, FSDP2, accelerate's ``MULTI_NEURON``, the Trainer and DTensor tensor
 parallelism to take their real code paths, with real data moving between ranks.
@@ -49,8 +49,6 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future  # type: ignore[attr-defined]  # private, not in the stubs
 from torch.futures import Future
 
-from neuroncompat.simulator.tensor import NeuronTensor
-
 BACKEND = "neuron"
 # Per process group: the last collective's gloo Work and CPU tensors (see the module docstring).
 # Module-level so they outlive the group's gloo backend, whose destructor joins its worker.
@@ -68,7 +66,7 @@ class _Host:
             return type(value)(self(v) for v in value)
         if not isinstance(value, torch.Tensor):
             return value
-        cpu = value._elem if isinstance(value, NeuronTensor) else value
+        cpu = host_view(value)
         if cpu.is_contiguous():
             return cpu
         copy = cpu.contiguous()
@@ -78,6 +76,14 @@ class _Host:
     def write_back(self) -> None:
         for original, copy in self._copies:
             original.copy_(copy)
+
+
+def host_view(tensor: torch.Tensor) -> torch.Tensor:
+    """A CPU tensor over a device tensor's bytes (the tensor itself when it is on the CPU)."""
+    if tensor.device.type != BACKEND:
+        return tensor
+    view: torch.Tensor = torch.ops.neuroncompat_sim.host_view(tensor.detach())
+    return view
 
 
 def _flat(value: Any) -> list[torch.Tensor]:
@@ -106,8 +112,8 @@ class NeuronProcessGroup(dist.ProcessGroup):
         options._threads = 1  # collectives run one at a time here: one worker, in order (module docstring)
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("neuron-sim/", store), rank, size, options)
         # c10d keeps a group's name (DeviceMesh, functional collectives) on its backends. The
-        # simulator's dispatch hands functional collectives the CPU payloads, so gloo is also the
-        # "cpu" backend, for any collective this class does not override.
+        # backend runs functional collectives' CPU kernels on host views of the device tensors, so
+        # gloo is also the "cpu" backend, for any collective this class does not override.
         self._register_backend(torch.device(BACKEND), dist.ProcessGroup.BackendType.CUSTOM, self._gloo)
         self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO, self._gloo)
 

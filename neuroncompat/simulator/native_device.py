@@ -1,19 +1,18 @@
-"""Build and load the simulated NeuronCore's C++ device guard, hooks and generator.
+"""Build and load the simulated NeuronCore: the C++ PrivateUse1 backend in ``native/neuron_device.cpp``.
 
-PyTorch asks the PrivateUse1 backend's C++ device guard for the current device whenever it meets
-an index-less ``neuron`` (``torch.tensor(x, device="neuron")``, ``Tensor.to("neuron")``, the
-``torch.accelerator`` calls, streams), and its C++ hooks for a new ``torch.Generator``. The guard
-and hooks a Python backend can register (``torch._C._acc``) answer core 0, one device and "not
-implemented". ``native/neuron_device.cpp`` implements both as TorchNeuron's C++ backend does, with
-the current core kept per thread in C++ (as CUDA's is), so every one of those paths sees the core
-``torch.neuron.set_device`` chose, with no Python wrapper in the way (Dynamo traces the real
-torch functions).
+TorchNeuron is a C++ PrivateUse1 backend; so is the simulator. Its tensors are plain
+``torch.Tensor`` objects on ``neuron:N`` whose storage is host memory from the backend's own
+allocator, and its ops run the CPU's kernels on that memory (see the C++ file's header), so a
+simulated step costs about what a CPU step costs and computes the same numbers. PyTorch finds
+everything there: the device guard (the current core, per thread), the hooks (availability, core
+count, generators, pinned memory), the allocator (``torch.accelerator.memory_*``), the kernels and
+the autocast kernels.
 
-The file is compiled once per torch build and source (a few seconds) into
+The file is compiled once per torch build and source (about 20 s) into
 ``$NEURONCOMPAT_CACHE_DIR`` (default ``~/.cache/neuroncompat``) under a lock, so concurrent ranks
-build it once; later processes load the cached library. It needs a C++17 compiler (``$CXX``,
+build it once; later processes load the cached library. It needs a C++20 compiler (``$CXX``,
 default ``c++``) and torch's headers (every torch wheel ships them). Where it cannot be built,
-:func:`load` raises :class:`NativeDeviceUnavailable` with the compiler's message.
+:func:`load` raises :class:`NativeDeviceUnavailable` saying how to get a compiler.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ import torch
 
 SOURCE = Path(__file__).with_name("native") / "neuron_device.cpp"
 _library: ctypes.CDLL | None = None
-_registered = False
 
 
 class NativeDeviceUnavailable(RuntimeError):
@@ -93,8 +91,9 @@ def _build(target: Path) -> None:
         compiler = _compile_command(target)[0]
         if shutil.which(compiler) is None:
             raise NativeDeviceUnavailable(
-                f"the simulated neuron device needs a C++ compiler to build {SOURCE.name} once "
-                f"(looked for {compiler!r}; set CXX or install g++)"
+                f"the simulated neuron device needs a C++20 compiler to build {SOURCE.name} once "
+                f"(looked for {compiler!r}): install one (Debian/Ubuntu: apt-get install g++; Fedora: dnf "
+                "install gcc-c++; macOS: xcode-select --install) or point CXX at it"
             )
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             partial = Path(tmp) / target.name
@@ -122,21 +121,16 @@ def load() -> ctypes.CDLL:
         lib.neuroncompat_set_available.argtypes = [ctypes.c_int]
         lib.neuroncompat_current_device.restype = ctypes.c_int
         lib.neuroncompat_set_current_device.argtypes = [ctypes.c_int]
+        lib.neuroncompat_configure_memory.argtypes = [ctypes.c_int64, ctypes.c_int64]
+        lib.neuroncompat_set_observer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         _library = lib
     return _library
 
 
 def register() -> None:
-    """Make the C++ guard and hooks PrivateUse1's (before anything else registers them)."""
-    global _registered
+    """Make the C++ guard, hooks and allocator PrivateUse1's (before anything else registers them)."""
     code = load().neuroncompat_register()
-    _registered = code == 0
     if code == 1:
         raise RuntimeError("PrivateUse1 already has a device guard: another backend owns it in this process")
     if code == 2:
         raise RuntimeError("PrivateUse1 already has backend hooks: another backend owns it in this process")
-
-
-def registered() -> bool:
-    """Whether the C++ guard and hooks serve PrivateUse1 in this process."""
-    return _registered

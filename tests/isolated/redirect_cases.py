@@ -171,6 +171,58 @@ def test_torch_cuda_api_maps_to_torch_neuron(redirected: object) -> None:
         assert torch.zeros(1, device="cuda").device == torch.device("neuron", 1)
 
 
+COMMON_CUDA_MEMORY_KEYS = (
+    "active_bytes.all.peak",  # llama-cookbook's MemoryTrace
+    "active_bytes.all.current",
+    "allocated_bytes.all.current",
+    "allocated_bytes.all.peak",
+    "reserved_bytes.all.current",
+    "reserved_bytes.all.peak",
+    "requested_bytes.all.peak",
+    "segment.all.current",
+    "num_alloc_retries",
+    "num_ooms",
+)
+
+
+def test_memory_stats_has_cudas_keys_and_names_a_missing_one(redirected: object) -> None:
+    x = torch.ones(1024, device="cuda")
+    stats = torch.cuda.memory_stats()
+    assert [key for key in COMMON_CUDA_MEMORY_KEYS if key not in stats] == []
+    assert stats["active_bytes.all.peak"] >= 4096 and stats["num_alloc_retries"] == 0 == stats["num_ooms"]
+    assert stats["allocated_bytes.all.current"] == torch.cuda.memory_allocated()
+    assert list(stats) == sorted(stats), "sorted by key, as CUDA's"
+    with pytest.raises(KeyError, match=r"\['allocated_byte\.all\.peak'\].*not a CUDA memory statistic"):
+        _ = stats["allocated_byte.all.peak"]
+    with pytest.raises(KeyError, match=r"\['num_oom_rejections'\].*does not report.*\.get\('num_oom_rejections', 0\)"):
+        _ = stats["num_oom_rejections"]  # a CUDA counter the simulated allocator does not keep
+    assert stats.get("num_oom_rejections", 0) == 0
+    del x
+
+
+def test_memory_stats_fills_cuda_keys_a_torchneuron_may_not_report(
+    redirected: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under every reading of what TorchNeuron's own memory_stats() returns (few keys; an allocator
+    torch.accelerator cannot read), the keys the runtime's counters answer are there, the rest named."""
+    x = torch.ones(1024, device="cuda")
+    monkeypatch.setattr(torch.neuron, "memory_stats", lambda device=None: {"allocated_bytes.all.current": 4096})
+    stats = torch.cuda.memory_stats()
+    assert stats["allocated_bytes.all.current"] == 4096, "torch.neuron's own figure wins"
+    assert stats["active_bytes.all.peak"] == torch.accelerator.memory_stats()["active_bytes.all.peak"]
+
+    def not_a_device_allocator(device: object = None) -> dict[str, int]:
+        raise RuntimeError("Allocator for neuron is not a DeviceAllocator.")
+
+    monkeypatch.setattr(torch.accelerator, "memory_stats", not_a_device_allocator)
+    stats = torch.cuda.memory_stats(0)
+    assert stats["allocated_bytes.all.peak"] == torch.neuron.max_memory_allocated(0)
+    assert stats["reserved_bytes.all.current"] == torch.neuron.memory_reserved(0)
+    with pytest.raises(KeyError, match=r"\['active_bytes\.all\.peak'\].*does not report"):
+        _ = stats["active_bytes.all.peak"]
+    del x
+
+
 def test_no_fake_compute_capability(redirected: object) -> None:
     assert torch.cuda.get_device_capability() == (0, 0)
     props = torch.cuda.get_device_properties(0)

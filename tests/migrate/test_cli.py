@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -207,3 +208,30 @@ def test_a_named_file_of_another_kind_is_not_migrated_as_python(tmp_path: Path, 
     assert (tmp_path / "notes.txt").read_bytes() == notes
     assert b'.to("neuron")' in (tmp_path / "train").read_bytes()
     assert b'.to("neuron")' in (tmp_path / "run.cfg").read_bytes()
+
+
+BROKEN = {
+    "bad.py": (b"import torch\ndef f(:\n    x = torch.zeros(1).cuda()\n", "bad.py:2:7: syntax error"),
+    "bad.sh": (b"CUDA_VISIBLE_DEVICES=0 python t.py\nif [ -n x ]; then\n", "bad.sh:3: bash: line 3: syntax error"),
+    "accelerate.yaml": (
+        b"distributed_type: MULTI_GPU\nmixed_precision: [fp16\n",
+        "accelerate.yaml:3: YAML syntax error",
+    ),
+}
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="shell files are checked with bash -n")
+def test_a_broken_file_of_any_kind_is_an_error_at_its_line_and_the_run_goes_on(tmp_path: Path, monkeypatch):
+    """A file that does not parse before migration is never written (not even where a rule would apply to
+    the lines before the break), its error names file:line and the cause, and the other files migrate."""
+    for name, (data, _) in BROKEN.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "train.py").write_bytes(CUDA)
+    monkeypatch.chdir(tmp_path)
+    result = invoke("--write", ".")
+    assert result.exit_code == 2
+    for name, (data, error) in BROKEN.items():
+        assert f"  error: {error}" in result.stderr
+        assert (tmp_path / name).read_bytes() == data
+    assert b'.to("neuron")' in (tmp_path / "train.py").read_bytes()
+    assert "1 changed" in result.stderr and "3 errors" in result.stderr

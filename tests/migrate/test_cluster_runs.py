@@ -1,5 +1,8 @@
 """Migrated tensor-parallel and SLURM fixtures run distributed (2 ranks) on the simulated Neuron device.
 
+- `generate_num_cores.expected.py` (Optimum `num_cores=2` inference): whole on one core under `python`,
+  sharded over 2 processes under torchrun, the CPU's greedy tokens both ways.
+
 - `tp_generate.expected.py` under `torchrun --nproc_per_node 2`: each rank holds its shard of the
   weights as a DTensor on `neuron:{rank}`, and the greedy tokens equal the unsharded CPU model's.
 - `local_two_process.expected.slurm`: its `srun torchrun ...` line, run here as `torchrun` with
@@ -16,8 +19,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from fixture_runs import assert_trained_on_cpu, losses
-from launch import _checked, free_port, torchrun
+
+pytest.importorskip("torch", reason="runs migrated scripts on the simulator: needs torch")
+
+from fixture_runs import assert_trained_on_cpu, losses  # noqa: E402  (imported after the torch skip)
+from launch import _checked, free_port, torchrun  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -95,6 +101,40 @@ def test_migrated_tensor_parallel_generate_shards_as_dtensors_and_matches_cpu(ru
     )
     expected = reference[0][inputs["input_ids"].shape[1] :].tolist()
     assert [int(t) for t in out.read_text().split()] == expected
+
+
+@pytest.mark.slow
+def test_migrated_num_cores_inference_runs_however_it_is_launched(run_workdir: Path) -> None:
+    """Issue 27: Optimum's `num_cores=2` export migrated to TP=2 started only under torchrun (`python` failed
+    to initialise torch.distributed). Now plain `python` runs it whole on one core, and torchrun with 2
+    processes shards it over them; both give the CPU's greedy tokens."""
+    from fixture_runs import run_script
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    (run_workdir / "tp_probe.py").write_text(TP_PROBE)
+    prompt = " ".join((run_workdir / "train.txt").read_text().split()[:5])
+    script = FIXTURES / "optimum" / "generate_num_cores.expected.py"
+    tokenizer = AutoTokenizer.from_pretrained(run_workdir / "model")
+    inputs = tokenizer(prompt, return_tensors="pt")
+    reference = AutoModelForCausalLM.from_pretrained(run_workdir / "model").generate(
+        **inputs, max_new_tokens=6, do_sample=False
+    )
+    expected = reference[0][inputs["input_ids"].shape[1] :].tolist()
+
+    def arguments(out: Path) -> list[str]:
+        return ["--model", "model", "--prompt", prompt, "--max_new_tokens", "6", "--output_file", str(out)]
+
+    one = run_workdir / "num_cores_python.txt"
+    run_script(script, arguments(one), run_workdir, on_neuron=True)
+    assert [int(t) for t in one.read_text().split()] == expected
+
+    two = run_workdir / "num_cores_torchrun.txt"
+    result = torchrun("tp_probe.py", [str(script), *arguments(two)], run_workdir)
+    ranks = _results(result.stdout, "RANK_TP")
+    assert set(ranks) == {0, 1}
+    for row in ranks.values():
+        assert row["dtensor"] and row["local"][0] * 2 == row["full"][0], row
+    assert [int(t) for t in two.read_text().split()] == expected
 
 
 def _srun_torchrun_arguments(slurm: Path) -> list[str]:

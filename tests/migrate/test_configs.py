@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from ruamel.yaml import YAML
 
 from migrate.cli import main
+from migrate.configs import cores
 from migrate.dispatch import migrate_file
 from migrate.engine import Options
 from migrate.registry import Selection
@@ -109,7 +111,66 @@ def test_visible_cores_under_lnc1_map_one_gpu_to_one_core():
 def test_expansions_in_single_quotes_and_comments_are_not_renamed():
     source = "export CUDA_VISIBLE_DEVICES=0\necho '$CUDA_VISIBLE_DEVICES' # $CUDA_VISIBLE_DEVICES\n"
     new = migrate_file(source.encode(), "run.sh").new.decode()
-    assert new == "export NEURON_RT_VISIBLE_CORES=0,1\necho '$CUDA_VISIBLE_DEVICES' # $CUDA_VISIBLE_DEVICES\n"
+    assert new == "export NEURON_RT_VISIBLE_CORES=0\necho '$CUDA_VISIBLE_DEVICES' # $CUDA_VISIBLE_DEVICES\n"
+
+
+# ---- visible cores: the codemod and the shim (neuroncompat/core_sets.py) give the same verdicts ----------
+
+CORE_SETS = [
+    "0", "3", "0,1", "2,3", "0-3", "0-7", "3-5,6", "1,2", "1-3", "0-2", "0,2", "0-1,4-5", "3,5,6", "1,0",
+    "4,5", "1", "0,1,2,3", "2-5",
+]  # fmt: skip
+
+
+def _shim_core_sets():
+    """`neuroncompat/core_sets.py` loaded on its own: importing it as `neuroncompat.core_sets` applies the shim."""
+    path = Path(__file__).resolve().parents[2] / "neuroncompat" / "core_sets.py"
+    spec = importlib.util.spec_from_file_location("_shim_core_sets", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("lnc", [2, 1])
+@pytest.mark.parametrize("value", CORE_SETS)
+def test_a_core_set_the_codemod_accepts_is_one_the_shim_accepts(value: str, lnc: int, monkeypatch):
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", str(lnc))
+    shim = _shim_core_sets()
+    found = cores.parse(value)
+    assert found == shim.parse_cores(value)
+    assert (cores.problem(found, lnc) is None) == (shim.refusal(value) is None)
+
+
+@pytest.mark.parametrize("value", ["0", "1", "0,1", "1,0", "1,2", "0-3", "0,2", "4-7"])
+def test_cuda_visible_devices_translates_as_the_shim_does(value: str):
+    """GPU i -> logical core i, the set the shim's visible_cores warning names (`_translate_cuda`)."""
+    shim = _shim_core_sets()
+    expected = shim.format_cores(sorted(set(shim.parse_cores(value))))
+    new = migrate_file(f"CUDA_VISIBLE_DEVICES={value} python train.py\n".encode(), "run.sh").new.decode()
+    assert new.endswith(f"NEURON_RT_VISIBLE_CORES={expected} python train.py\n")
+    refused = shim.refusal(expected)  # a set that cannot work as NeuronCores says so, and is not changed
+    assert ("TODO(neuron-migrate NM804)" in new) == (refused is not None)
+
+
+def test_a_translated_set_that_cannot_work_names_sets_that_can():
+    new = migrate_file(b"CUDA_VISIBLE_DEVICES=0,2 python train.py\n", "run.sh").new.decode()
+    assert new.splitlines() == [
+        "# TODO(neuron-migrate NM804): NEURON_RT_VISIBLE_CORES=0,2 (from CUDA_VISIBLE_DEVICES=0,2) is not one "
+        "contiguous run: the Neuron runtime takes logical NeuronCores in consecutive increasing order (its "
+        "invalid example is 3,5,6); use one run per process (0 or 2) or 0-3 for all of them",
+        "NEURON_RT_VISIBLE_CORES=0,2 python train.py",
+    ]
+    for suggested in ("0", "2", "0-3"):
+        assert _shim_core_sets().refusal(suggested) is None
+
+
+def test_gpu_ids_count_one_logical_core_per_process():
+    fits = migrate_file(b"accelerate launch --gpu_ids 0,1 --num_processes 2 train.py\n", "run.sh")
+    assert fits.status == "unchanged"
+    short = migrate_file(b"accelerate launch --gpu_ids 0,1 --num_processes 4 train.py\n", "run.sh").new.decode()
+    assert "gpu_ids 0,1 is 2 logical NeuronCore(s) but num_processes is 4 (one core each)" in short
+    assert "use 0-3" in short
 
 
 def test_install_inside_a_compound_command_gets_a_todo_not_a_broken_line():

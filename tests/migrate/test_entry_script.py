@@ -30,6 +30,10 @@ ENTRY_SCRIPTS = {
     "async with one-liner": "async with session:\n    out = model.generate(x)\n",
     "header split over lines": "with open(\n    path\n) as f:\n    pipe = pipeline('text-generation')\n",
     "call after a nested def": "if True:\n    def f():\n        pass\n    model.generate(x)\n",
+    # issue 27 C5's class: scripts run as programs without a main guard
+    "own main() at the end": "import torch\n\n\ndef main():\n    run_training()\n\n\nmain()\n",
+    "fire.Fire": "import fire\nimport torch\n\n\ndef train(base_model=''):\n    pass\n\n\nfire.Fire(train)\n",
+    "tyro.cli": "import tyro\n\n\ndef main(lr: float = 1e-4):\n    pass\n\n\ntyro.cli(main)\n",
 }
 
 LIBRARY_MODULES = {
@@ -47,6 +51,8 @@ LIBRARY_MODULES = {
         "if HAS_TORCH:\n    @torch.no_grad()\n    def sample(model, x):\n        return model.generate(x)\n"
     ),
     "optional import": "try:\n    import flash_attn\nexcept ImportError:\n    flash_attn = None\n",
+    "a module-level call of a helper it does not define": "import torch\n\nmain()\n",
+    "a module-level call of another own function": "import torch\n\n\ndef _setup():\n    pass\n\n\n_setup()\n",
     "a run call after the block ends inside a def": (
         "with open('vocab.txt') as f:\n    VOCAB = f.read().split()\n\n\ndef run(model):\n    model.train()\n"
     ),

@@ -55,7 +55,7 @@ def test_magics_are_migrated_and_the_diff_names_cells():
     assert "@@ -1,2 +1,3 @@ cell 2\n" in out
     assert "+!pip install -q -U transformers trl peft accelerate\n" in out
     assert "+!neuron-ls\n" in out
-    assert "+NEURON_RT_VISIBLE_CORES=0,1 python eval.py --model qwen-qlora --bf16\n" in out  # %%bash cell
+    assert "+NEURON_RT_VISIBLE_CORES=0 python eval.py --model qwen-qlora --bf16\n" in out  # %%bash cell
     assert "+distributed_type: MULTI_NEURON\n" in out  # %%writefile accelerate_config.yaml
     assert "(cell 2, line 1): NM814" in result.stderr
     assert "(cell 10, line 1): parse-error cell 10 left unchanged" in result.stderr
