@@ -19,7 +19,7 @@ import re
 _TOKENS = (
     rb"torch\.cuda|\bcuda\b\s*(?:import|\.)|\.cuda\(|[\"']cuda|\bcuda_?[a-z_]*\s*=|nccl|"
     rb"\bfp16\s*=|[\"']fp16|torch_dtype|[\"']flash_attention_[23]|use_flash_attention_2|"
-    rb"\bflash_attn\b|xformers|bitsandbytes|BitsAndBytes|load_in_[48]bit|paged_adamw|"
+    rb"\bflash_attn\b|attn_with_flash|xformers|bitsandbytes|BitsAndBytes|load_in_[48]bit|paged_adamw|"
     rb"adamw_8bit|adamw_bnb|GradScaler|\.half\(\)|(?<![=!<>])=\s*torch\.float16|device_map\s*=|"
     rb"(?<!super\(\))(?<!self)\.generate\(|\bpipeline\(|DataLoader\(|DataCollator\w*\(|torch\.compile\(|tf32|"
     rb"use_vllm|(?:from|import)\s+(?:vllm|deepspeed|triton|apex|unsloth|liger_kernel)\b|"
@@ -29,7 +29,7 @@ _TOKENS = (
     rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE|"
     rb"\b(?:tp_plan|tp_size|device_mesh|distributed_config)\s*=|NEURON_(?:CC_FLAGS|COMPILE_CACHE_URL|PARALLEL_COMPILE)|"
     rb"CUSTOM_CACHE_REPO|init_device_mesh\(|setup_chat_format|\b(?:ORPO|CPO|GKD|OnlineDPO)(?:Config|Trainer)\b|"
-    rb"MergeModelCallback|DataCollatorForChatML|\bget_kernel\(|use_kernels|KernelConfig\(|"
+    rb"MergeModelCallback|DataCollatorForChatML|trl\.commands|\.trust_remote_code\b|\bget_kernel\(|use_kernels|KernelConfig\(|"
     # diffusers: generators, attention backends, regional compile, offloading, tuning flags, quantizers, call shapes
     rb"torch\.Generator\(|attention_backend\(|DIFFUSERS_ATTN_BACKEND|compile_repeated_blocks\(|group_offload|"
     rb"sequential_cpu_offload|channels_last|_inductor|cudnn|QuantizationConfig\(|QuantoConfig\(|"
@@ -46,6 +46,7 @@ _LITERALS = (
     b"fp16",
     b"torch_dtype",
     b"flash_att",
+    b"attn_with_flash",
     b"xformers",
     b"itsandbytes",
     b"BitsAndBytes",
@@ -98,6 +99,8 @@ _LITERALS = (
     b"GKD",
     b"OnlineDPO",
     b"MergeModelCallback",
+    b"trl.commands",
+    b".trust_remote_code",
     b"get_kernel(",
     b"use_kernels",
     b"KernelConfig(",

@@ -1,4 +1,13 @@
-"""NM207-NM208 attention kernels: flash-attention -> SDPA, xformers calls removed (docs/rules.md NM207-NM208)."""
+"""NM207-NM208 attention kernels: flash-attention -> SDPA, xformers calls removed (docs/rules.md NM207-NM208).
+
+Both also remove a repository's own attention monkey patch, called as a statement before training
+(FastChat's `train_mem.py`: `replace_llama_attn_with_flash_attn()`; `train_xformers.py`:
+`replace_llama_attn_with_xformers_attn()`; philschmid's `utils/llama_patch.py`:
+`replace_attn_with_flash_attn()`): the patch module imports `flash_attn`/`xformers` at its top, which
+do not exist with TorchNeuron, and only swaps the model's attention forward for a CUDA kernel's. Without
+it the model runs transformers' own attention (SDPA by default). The call goes, and its import once
+nothing else reads it; `if args.flash_attn:` left empty goes too.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +21,7 @@ from migrate.rules.base import (
     HookResult,
     code,
     kwarg,
+    last_name,
     leading_lines,
     method_of,
     on,
@@ -34,7 +44,9 @@ RULES: tuple[Rule, ...] = (
         rationale="FlashAttention kernels are CUDA-only. `sdpa` lowers to ATen scaled-dot-product "
         "attention, which TorchNeuron provides; it is also the transformers default. Keywords, "
         "dict keys, argparse/dataclass defaults are rewritten; `use_flash_attention_2=True` "
-        '(removed in transformers 5) becomes `attn_implementation="sdpa"`.',
+        '(removed in transformers 5) becomes `attn_implementation="sdpa"`. A repository\'s own FlashAttention '
+        "monkey patch called as a statement (`replace_llama_attn_with_flash_attn()`, FastChat) goes with its "
+        "import: the patch module imports `flash_attn` and only swaps in its kernel.",
         before='model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="flash_attention_2")\n',
         after='model = AutoModelForCausalLM.from_pretrained(name, attn_implementation="sdpa")\n',
     ),
@@ -50,7 +62,8 @@ RULES: tuple[Rule, ...] = (
         "code: it goes, or its `else` branch (the path taken without xformers) takes its place unless it ends "
         "in a `raise` (the error for a missing xformers, which goes too), and an "
         "`elif` testing it is dropped from its chain. Its `import xformers` (version checks) goes with it, "
-        "and so does an import of `xformers`/`is_xformers_available` nothing reads any more.",
+        "and so does an import of `xformers`/`is_xformers_available` nothing reads any more, and a repository's "
+        "own xformers monkey patch call (`replace_llama_attn_with_xformers_attn()`) with its import.",
         before="from diffusers.utils.import_utils import is_xformers_available\n"
         "if args.enable_xformers_memory_efficient_attention:\n    if is_xformers_available():\n"
         "        import xformers\n        unet.enable_xformers_memory_efficient_attention()\n"
@@ -176,3 +189,27 @@ def _xformers_block(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None
         _retire_xformers(stmt, ctx)
         return Removal("NM208")
     return None
+
+
+# A repository's own attention monkey patch: `replace_llama_attn_with_flash_attn`, `replace_attn_with_xformers_attn`.
+_MONKEY_PATCH = re.compile(r"replace_\w*attn\w*_with_(flash|xformers)\w*")
+
+
+@removable
+def _attention_monkey_patch(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
+    """`replace_llama_attn_with_flash_attn()` as a statement goes (NM207; xformers: NM208), its import with it."""
+    if type(stmt) is not cst.SimpleStatementLine or len(stmt.body) != 1 or type(stmt.body[0]) is not cst.Expr:
+        return None
+    call = stmt.body[0].value
+    if type(call) is not cst.Call:
+        return None
+    found = _MONKEY_PATCH.fullmatch(last_name(call.func) or "")
+    if found is None:
+        return None
+    rule_id = "NM207" if found.group(1) == "flash" else "NM208"
+    if not ctx.enabled(rule_id):
+        return None
+    qualified = ctx.qualify(call.func)
+    if qualified is not None:
+        retire(ctx, qualified)
+    return Removal(rule_id)

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.context import FileContext
+from migrate.names import dotted
 from migrate.registry import Rule
 from migrate.rules.base import callee_name, family_state, kwarg, on, remove_arg, rename_kwarg, replace_arg
+from migrate.rules.retired import withdraw
 from migrate.rules.todo_catalogue import REMOVED_TRL_API, todo
 
 _RENAMES = [
@@ -133,7 +135,9 @@ RULES: tuple[Rule, ...] = (
         "what Optimum launch lines asked for (`--overwrite_output_dir`, removed there by NM817), so it "
         "reads `True`; the report says so. Only names bound to a `TrainingArguments`/TRL config call or "
         "unpacked from `HfArgumentParser(...).parse_*()`/`TrlParser` are touched, and not when the "
-        "script assigns the field itself.",
+        "script assigns the field itself. TRL 1.x moved `ModelConfig.trust_remote_code` to the trainer configs "
+        "(huggingface/trl#5802): `model_args.trust_remote_code` reads the one trainer config in reach "
+        "(`training_args.trust_remote_code`), else gets TODO NM921.",
         before="from transformers import HfArgumentParser, TrainingArguments\n"
         "parser = HfArgumentParser(TrainingArguments)\n(training_args,) = parser.parse_args_into_dataclasses()\n"
         "resume = not training_args.overwrite_output_dir\n",
@@ -232,18 +236,39 @@ FIELDS: dict[str, Removed] = {
 
 @on("ImportFrom")
 def removed_trl_import(node: cst.ImportFrom, ctx: FileContext) -> cst.ImportFrom:
-    """`from trl import setup_chat_format` fails at import under TRL 1.x: TODO NM924 says what replaces it."""
+    """`from trl import setup_chat_format` fails at import under TRL 1.x, read or not: the import goes.
+
+    A script that imports it for a branch it may never take (alignment-handbook's `sft.py` calls it only
+    when the tokenizer has no chat template; philschmid's `run_fsdp_qlora.py` never calls it) then runs;
+    each call keeps TODO NM924 saying what replaces it (`removed_trl_call`).
+    """
     if not (type(node.module) is cst.Name and node.module.value == "trl") or isinstance(node.names, cst.ImportStar):
         return node
     for alias in node.names:
-        message = REMOVED_TRL_API.get(alias.name.value) if type(alias.name) is cst.Name else None
-        if message is not None and ctx.enabled("NM924"):
-            ctx.todo("NM924", message)
+        if type(alias.name) is cst.Name and alias.name.value in REMOVED_TRL_API and ctx.enabled("NM924"):
+            ctx.hit("NM924")
+            withdraw(ctx, f"trl.{alias.name.value}")
+    return node
+
+
+@on("Call")
+def removed_trl_call(node: cst.Call, ctx: FileContext) -> cst.Call:
+    """A call of a TRL helper removed in 1.x (its import is withdrawn): TODO NM924 on its statement."""
+    qualified = ctx.qualify(node.func) or ""
+    head, _, name = qualified.rpartition(".")
+    message = REMOVED_TRL_API.get(name) if head == "trl" else None
+    if message is not None and ctx.enabled("NM924"):
+        ctx.todo("NM924", message)
     return node
 
 
 # TRL 1.x `ModelConfig` fields renamed with transformers 5 (`model_args.torch_dtype` is an AttributeError).
 MODEL_CONFIG_FIELDS = {"torch_dtype": "dtype"}
+# ... and fields TRL moved to the trainer configs (SFTConfig, DPOConfig, GRPOConfig, ...: huggingface/trl#5802,
+# checked against trl 1.16.0, whose own scripts read `training_args.trust_remote_code`). The command line and
+# recipes keep working unchanged: TrlParser hands `--trust_remote_code` to whichever dataclass has the field.
+MODEL_CONFIG_MOVED = {"trust_remote_code"}
+_NOT_TRAINER_CONFIGS = ("ModelConfig", "LoraConfig", "BitsAndBytesConfig", "GenerationConfig", "AutoConfig")
 
 
 def _is_args(name: str) -> bool:
@@ -312,6 +337,9 @@ class _Bindings:
 
     parsers: dict[str, list[str | None]] = field(default_factory=dict)  # parser -> its dataclasses' classes
     arguments: dict[str, str] = field(default_factory=dict)  # name -> its training-arguments class
+    # parameters annotated with a class named like a trainer config this file cannot resolve (alignment-handbook's
+    # `training_args: SFTConfig`, its own subclass of trl's): read only to find where a moved ModelConfig field went
+    config_params: set[str] = field(default_factory=set)
 
 
 def _bindings(ctx: FileContext) -> _Bindings:
@@ -400,7 +428,28 @@ def arguments_shadowed(node: cst.Param, ctx: FileContext) -> cst.Param:
         cls = _arguments_class(node.annotation.annotation, ctx)
         if cls is not None:
             _bindings(ctx).arguments[node.name.value] = cls
+        elif (dotted(node.annotation.annotation) or "").rpartition(".")[2].endswith("Config"):
+            if (dotted(node.annotation.annotation) or "").rpartition(".")[2] not in _NOT_TRAINER_CONFIGS:
+                _bindings(ctx).config_params.add(node.name.value)
     return node
+
+
+@on("FunctionDef")
+def parameters_out_of_scope(node: cst.FunctionDef, ctx: FileContext) -> cst.FunctionDef:
+    """A function's parameters mean nothing after it: `get_model(model_args, training_args)` must not make a
+    later function's `model_args.trust_remote_code` read a `training_args` it does not have."""
+    params = node.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        _forget(ctx, param.name)
+    return node
+
+
+def _trainer_config(ctx: FileContext) -> str | None:
+    """The one name bound to a TRL trainer config (`training_args` of `TrlParser((ModelConfig, SFTConfig))`)."""
+    state = _bindings(ctx)
+    names = {n for n, cls in state.arguments.items() if cls.endswith("Config") and cls not in _NOT_TRAINER_CONFIGS}
+    names |= state.config_params
+    return names.pop() if len(names) == 1 else None
 
 
 # Names scripts give TRL's `ModelConfig` where no binding says so (`def get_model(model_args, training_args)`).
@@ -447,6 +496,7 @@ def _forget(ctx: FileContext, target: cst.BaseExpression) -> None:
     for name in _bound_names(target):
         state.arguments.pop(name, None)
         state.parsers.pop(name, None)
+        state.config_params.discard(name)
 
 
 def _bind(ctx: FileContext, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
@@ -490,6 +540,8 @@ def removed_field_read(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpress
     cls = _bindings(ctx).arguments.get(receiver)
     if cls is None and _model_config_by_name(receiver, name, ctx):
         cls = "ModelConfig"
+    if cls == "ModelConfig" and name in MODEL_CONFIG_MOVED:
+        return _moved_model_config_read(node, receiver, name, ctx)
     if cls == "ModelConfig":  # TRL's model arguments are no training arguments: their own renames only
         new = MODEL_CONFIG_FIELDS.get(name)
         if new is None or not ctx.enabled("NM709") or _assigned(ctx.text, receiver, name):
@@ -511,6 +563,25 @@ def removed_field_read(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpress
     if removed.new is None:
         ctx.warn("NM709", f"{receiver}.{name} now reads {removed.read}: {removed.why}")
     return cst.parse_expression(removed.read.format(receiver))
+
+
+def _moved_model_config_read(node: cst.Attribute, receiver: str, name: str, ctx: FileContext) -> cst.BaseExpression:
+    """`model_args.trust_remote_code` -> `training_args.trust_remote_code`, where one trainer config is in reach."""
+    if _assigned(ctx.text, receiver, name):
+        return node
+    config = _trainer_config(ctx)
+    if config is None:
+        if ctx.enabled("NM921"):
+            ctx.todo(
+                "NM921",
+                f"{receiver}.{name} raises AttributeError: TRL 1.x moved {name} from ModelConfig to the trainer "
+                f"configs (SFTConfig, DPOConfig, GRPOConfig, ...); read it from the training arguments",
+            )
+        return node
+    if not ctx.enabled("NM709"):
+        return node
+    ctx.hit("NM709")
+    return node.with_changes(value=cst.Name(config))
 
 
 def _assigned(text: str, receiver: str, name: str) -> bool:

@@ -10,7 +10,11 @@ goes too. An `if` whose whole body was such an import goes with it. Comments abo
 import move to the next statement; the TODO a rule left on the import itself goes with it.
 
 Only retired names are touched: an import the script never used stays (it may be imported for
-its side effects), and so does one a statement still reads.
+its side effects), and so does one a statement still reads, unless the name is `withdraw`n: it no
+longer exists upstream (TRL 1.x's `setup_chat_format`), so its import fails at import time whether
+or not a statement reads it. Such an import goes in any case and each remaining use carries the
+calling rule's TODO, so the script runs up to the first use, where the TODO stands, instead of
+dying before its first line.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ RULES: tuple[Rule, ...] = ()  # no rules of its own: it finishes the rewrites of
 @dataclass
 class _Retired:
     names: set[str] = field(default_factory=set)  # qualified names and package prefixes
+    withdrawn: set[str] = field(default_factory=set)  # of those, the names gone upstream: imports go while read
 
 
 def retire(ctx: FileContext, qualified: str) -> None:
@@ -53,6 +58,14 @@ class _Reads(cst.CSTVisitor):
             retire(self.ctx, qualified)
 
 
+def withdraw(ctx: FileContext, qualified: str) -> None:
+    """Ask for every import of `qualified` to go, read or not: the name no longer exists upstream, so the
+    import itself fails; the calling rule leaves its TODO on each use."""
+    state = family_state(ctx, "retired", _Retired)
+    state.names.add(qualified)
+    state.withdrawn.add(qualified)
+
+
 def retire_reads(ctx: FileContext, node: cst.CSTNode) -> None:
     """`retire` every imported name `node` reads: the rule is deleting it (`quantization_config=get_quantization_config(a)`)."""
     node.visit(_Reads(ctx))
@@ -68,7 +81,7 @@ def drop_retired_imports(node: cst.Module, ctx: FileContext) -> cst.Module:
     if not isinstance(retired, _Retired) or not retired.names:
         return node
     read = references(node.body)
-    pruned = node.visit(_Prune(retired.names, read))
+    pruned = node.visit(_Prune(retired.names, read, retired.withdrawn))
     assert type(pruned) is cst.Module
     return pruned
 
@@ -76,15 +89,18 @@ def drop_retired_imports(node: cst.Module, ctx: FileContext) -> cst.Module:
 class _Prune(cst.CSTTransformer):
     """Removes unread imports of retired names, then the statements they leave with nothing to do."""
 
-    def __init__(self, retired: set[str], read: set[str]) -> None:
+    def __init__(self, retired: set[str], read: set[str], withdrawn: set[str]) -> None:
         super().__init__()
         self.retired = retired
         self.read = read
+        self.withdrawn = withdrawn
         self.emptied: set[int] = set()  # ids of statements that were nothing but a removed import
 
     def _gone(self, alias: cst.ImportAlias, module: str | None) -> bool:
         qualified = f"{module}.{alias_name(alias)}" if module is not None else alias_name(alias)
-        if not _is_retired(qualified, self.retired) or alias_local(alias) in self.read:
+        if not _is_retired(qualified, self.retired):
+            return False
+        if alias_local(alias) in self.read and not _is_retired(qualified, self.withdrawn):
             return False
         # `import a.b` binds `a`, which may stand for much more than the retired `a.b`
         return module is not None or alias.asname is not None or "." not in alias_name(alias)

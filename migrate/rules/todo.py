@@ -92,8 +92,6 @@ def call_todo(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         todo(ctx, "NM908", quantized_load_message(bnb_bits(node)))
     elif name in ("GPTQConfig", "AwqConfig", "HqqConfig", "TorchAoConfig", "FbgemmFp8Config"):
         todo(ctx, "NM908", quantized_load_message(name))
-    elif name and name.startswith("replace_llama_attn_with_flash_attn"):
-        todo(ctx, "NM907")
     if kwarg(node, "max_memory") is not None and name == "from_pretrained":
         todo(ctx, "NM909")
     deepspeed = kwarg(node, "deepspeed")

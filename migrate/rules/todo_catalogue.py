@@ -369,8 +369,10 @@ CATALOGUE: tuple[Todo, ...] = (
         title="TRL helpers removed in 1.x (`setup_chat_format`)",
         why=(
             "TRL 1.x removed `setup_chat_format` (it added ChatML tokens and resized the embeddings), "
-            "so the import fails before anything runs. Its replacement, `clone_chat_template`, copies the "
-            "template of another tokenizer, which is a choice of template a person has to make."
+            "so the import fails before anything runs, whether or not the script reaches a call. The import "
+            "goes; each call keeps this TODO (it raises NameError if reached unchanged), so a script that calls "
+            "it only for a tokenizer without a chat template runs. Its replacement, `clone_chat_template`, "
+            "copies the template of another tokenizer, which is a choice of template a person has to make."
         ),
         message=(
             "TRL 1.x removed setup_chat_format: use trl.clone_chat_template(model, tokenizer, "
@@ -378,7 +380,7 @@ CATALOGUE: tuple[Todo, ...] = (
             "model.resize_token_embeddings(len(tokenizer)) yourself"
         ),
         before="from trl import setup_chat_format\nmodel, tokenizer = setup_chat_format(model, tokenizer)\n",
-        after="{t}from trl import setup_chat_format\nmodel, tokenizer = setup_chat_format(model, tokenizer)\n",
+        after="{t}model, tokenizer = setup_chat_format(model, tokenizer)\n",
     ),
     Todo(
         id="NM925",

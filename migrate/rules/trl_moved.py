@@ -1,9 +1,11 @@
-"""NM710 TRL 1.x moved trainers: `from trl import ORPOTrainer` fails at import; the class lives in `trl.experimental`.
+"""NM710 TRL 1.x moved names: `from trl import ORPOTrainer` fails at import; the class lives in `trl.experimental`.
 
-Checked against the installed trl 1.16.0: the names below are not attributes of `trl` and are exported by the
-`trl.experimental.<module>` named (`pkgutil.iter_modules(trl.experimental.__path__)`, each module's `__all__`).
-A TRL 0.x script importing them dies before anything else runs, so the import moves (aliases kept) and
-`trl.ORPOConfig(...)` reads the moved name.
+Checked against the installed trl 1.16.0: the names in `MOVED` are not attributes of `trl` and are exported by
+the `trl.experimental.<module>` named (`pkgutil.iter_modules(trl.experimental.__path__)`, each module's
+`__all__`). TRL 0.x's `trl.commands` package is gone too; of its `cli_utils`, `TrlParser` and
+`init_zero_verbose` are exported by `trl` itself (`trl/scripts/utils.py`), same classes and signatures
+(philschmid's `run_fsdp_qlora.py` imports `TrlParser` from there). A TRL 0.x script importing them dies
+before anything else runs, so the import moves (aliases kept) and `trl.ORPOConfig(...)` reads the moved name.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.context import FileContext
+from migrate.names import dotted
 from migrate.registry import Rule
 from migrate.rules.base import HookResult, on
 from migrate.rules.todo_catalogue import flatten
@@ -25,15 +28,23 @@ MOVED: dict[str, str] = {
     "DataCollatorForChatML": "trl.experimental.utils",
 }
 
+# module a TRL 0.x script imports from -> {name: the TRL 1.16 module exporting it}
+MOVED_FROM: dict[str, dict[str, str]] = {
+    "trl": MOVED,
+    "trl.commands.cli_utils": {"TrlParser": "trl", "init_zero_verbose": "trl"},
+}
+
 RULES: tuple[Rule, ...] = (
     Rule(
         id="NM710",
         name="trl-experimental",
         safety="safe",
-        summary="`from trl import ORPOTrainer` (also CPO, GKD, OnlineDPO, ...) -> `from trl.experimental.orpo import ...`.",
+        summary="`from trl import ORPOTrainer` (also CPO, GKD, OnlineDPO, ...) -> `from trl.experimental.orpo import ...`; "
+        "`from trl.commands.cli_utils import TrlParser` -> `from trl import TrlParser`.",
         rationale="TRL 1.x moved the ORPO, CPO, GKD and Online DPO trainers and configs, `MergeModelCallback` and "
-        "`DataCollatorForChatML` out of the package's top level into `trl.experimental.<module>` (checked "
-        "against trl 1.16.0), so a TRL 0.x script's import is an ImportError before anything runs. The import "
+        "`DataCollatorForChatML` out of the package's top level into `trl.experimental.<module>`, and removed "
+        "`trl.commands` (its `TrlParser` and `init_zero_verbose` are exported by `trl`; checked against trl "
+        "1.16.0), so a TRL 0.x script's import is an ImportError before anything runs. The import "
         "moves, names and aliases kept; `trl.ORPOConfig` as an attribute reads the moved name. TRL warns "
         "that experimental APIs may change (`TRL_EXPERIMENTAL_SILENCE=1` silences it).",
         before="from trl import DPOConfig, ORPOConfig, ORPOTrainer\n",
@@ -44,18 +55,20 @@ RULES: tuple[Rule, ...] = (
 
 @on("SimpleStatementLine")
 def moved_trl_import(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
-    """`from trl import DPOConfig, ORPOConfig` -> `from trl import DPOConfig` + `from trl.experimental.orpo import ...`."""
+    """`from trl import DPOConfig, ORPOConfig` -> `from trl import DPOConfig` + `from trl.experimental.orpo import ...`
+    (and `from trl.commands.cli_utils import TrlParser` -> `from trl import TrlParser`)."""
     if len(node.body) != 1 or type(node.body[0]) is not cst.ImportFrom or not ctx.enabled("NM710"):
         return node
     statement = node.body[0]
     if statement.relative or isinstance(statement.names, cst.ImportStar):
         return node
-    if not (type(statement.module) is cst.Name and statement.module.value == "trl"):
+    moves = MOVED_FROM.get(dotted(statement.module) or "") if statement.module is not None else None
+    if moves is None:
         return node
     moved: dict[str, list[cst.ImportAlias]] = {}
     kept: list[cst.ImportAlias] = []
     for alias in statement.names:
-        target = MOVED.get(alias.name.value) if type(alias.name) is cst.Name else None
+        target = moves.get(alias.name.value) if type(alias.name) is cst.Name else None
         if target is None:
             kept.append(alias)
         else:

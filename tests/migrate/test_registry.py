@@ -167,6 +167,7 @@ HOOK_ORDER = {
         "static_shapes.static_shapes",
         "diffusers_cuda.diffusers_cuda_call",
         "distributed.distributed_call",
+        "drift.removed_trl_call",
         "drift.drift_call",
         "optimum_training.optimum_training_call",
         "optimum_inference.optimum_inference_call",
@@ -227,7 +228,7 @@ HOOK_ORDER = {
         "retired.drop_retired_imports",
     ),
     "Param": ("drift.arguments_shadowed",),
-    "FunctionDef": ("optimum_diffusion.pipeline_factory",),
+    "FunctionDef": ("drift.parameters_out_of_scope", "optimum_diffusion.pipeline_factory"),
     "With": ("optimum_training.lazy_load",),
     "If": (
         "cuda_api.cuda_only_block",
