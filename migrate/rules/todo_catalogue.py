@@ -455,6 +455,22 @@ CATALOGUE: tuple[Todo, ...] = (
         after='from kernels import get_kernel\n{t}activation = get_kernel("kernels-community/activation", version=1)\n',
     ),
     Todo(
+        id="NM929",
+        name="trainer-kwargs-moved-to-config",
+        title="TRL trainer keywords that moved to the trainer's config (`SFTTrainer(packing=True)`)",
+        why=(
+            "TRL 0.x trainers took data and length settings as keywords (`SFTTrainer(dataset_text_field=..., "
+            "max_seq_length=..., packing=..., dataset_kwargs=...)`, `DPOTrainer(beta=..., max_length=...)`); TRL 1.x "
+            "reads them only from the config passed as `args` (`SFTConfig`, `DPOConfig`; checked against trl 1.16.0's "
+            "signatures), so the call is a TypeError. Moving them is a person's edit: `args` is often a "
+            "`TrainingArguments` from the script's parser (philschmid's `run_fsdp_qlora.py`), which has no such "
+            "fields, and dropping them would silently change packing and lengths."
+        ),
+        message="TRL 1.x SFTTrainer no longer takes these keywords: set packing on the SFTConfig passed as args",
+        before="from trl import SFTTrainer\ntrainer = SFTTrainer(model=model, args=args, packing=True)\n",
+        after="from trl import SFTTrainer\n{t}trainer = SFTTrainer(model=model, args=args, packing=True)\n",
+    ),
+    Todo(
         id="NM931",
         name="sequential-cpu-offload",
         title="diffusers' `enable_sequential_cpu_offload()`",

@@ -191,3 +191,42 @@ def test_a_patch_whose_result_is_used_stays():
     src = "import torch\nfrom patch import replace_llama_attn_with_flash_attn\n\nok = replace_llama_attn_with_flash_attn()\n"
     out, _ = migrate(src)
     assert "ok = replace_llama_attn_with_flash_attn()" in out
+
+
+# trainer keywords TRL 1.x reads only from the config (philschmid's run_fsdp_qlora.py: SFTTrainer(packing=True)) -----
+
+
+def test_sft_trainer_keywords_that_moved_to_the_config_get_a_todo_naming_each():
+    src = (
+        "from trl import SFTTrainer\n\n"
+        "trainer = SFTTrainer(\n    model=model,\n    args=training_args,\n    dataset_text_field='text',\n"
+        "    max_seq_length=64,\n    packing=True,\n    chars_per_token=3.6,\n)\n"
+    )
+    out, todos = migrate(src)
+    assert todos == ["929"]
+    assert (
+        "TRL 1.x SFTTrainer no longer takes these keywords: set dataset_text_field, max_seq_length (there: max_length), "
+        "packing on the SFTConfig passed as args; chars_per_token: no TRL 1.x setting, drop\n"
+    ) in out
+    assert "packing=True" in out, "the settings stay for a person to move: dropping them changes the run"
+
+
+def test_a_trainer_of_another_library_is_left_alone():
+    src = "from mylib import SFTTrainer\n\ntrainer = SFTTrainer(model, packing=True)\n"
+    assert migrate(src) == (src, [])
+
+
+def test_the_moved_keywords_table_matches_the_installed_trl():
+    """Every keyword is gone from the trainer's signature; every target is a field of its config."""
+    trl = pytest.importorskip("trl")
+    import dataclasses
+    import inspect
+
+    from migrate.rules.drift import TRAINER_KWARGS_MOVED
+
+    for trainer, moved in TRAINER_KWARGS_MOVED.items():
+        parameters = inspect.signature(getattr(trl, trainer).__init__).parameters
+        fields = {f.name for f in dataclasses.fields(getattr(trl, trainer.removesuffix("Trainer") + "Config"))}
+        assert not set(moved) & set(parameters), trainer
+        assert {target for target in moved.values() if target is not None} <= fields, trainer
+        assert not {keyword for keyword, target in moved.items() if target is None} & fields, trainer
