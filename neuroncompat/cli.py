@@ -1,4 +1,5 @@
-"""The ``neuroncompat`` command: ``doctor``, ``run`` and ``simulate`` (the dry run that counts Neuron compilations)."""
+"""The ``neuroncompat`` command: ``doctor``, ``run``, ``simulate`` (the dry run that counts Neuron compilations) and
+``check`` (will this architecture run on Trainium)."""
 
 # ruff: noqa: E402 (the CUDA redirect is held before the imports below bring torch in: see hold_in_launcher)
 
@@ -195,6 +196,33 @@ def simulate(
     else:
         Path(output).write_text(text + "\n")
     raise SystemExit(built["simulate_exit_code"])
+
+
+@main.command(
+    help="Will MODEL's architecture run on Trainium? Builds a tiny random model of the same architecture and, on "
+    'the simulated device with the shim, loads it with device_map="neuron", generates greedily with a static '
+    "cache and takes a training step eager and compiled, each compared with the CPU. MODEL is a directory with "
+    "config.json, a config.json, or a hub id whose config is cached. Exits 1 when a stage fails.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Report format.",
+)
+@click.argument("model")
+def check(fmt: str, model: str) -> None:
+    from neuroncompat import check as preflight
+    from neuroncompat.check import report as check_report
+
+    try:
+        result = preflight.check(model)
+    except preflight.CheckError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(check_report.RENDERERS[fmt](result))
+    raise SystemExit(result["exit_code"])
 
 
 if __name__ == "__main__":

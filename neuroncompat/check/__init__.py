@@ -1,0 +1,76 @@
+"""``neuroncompat check MODEL``: will this architecture run on Trainium? A preflight in seconds, on a laptop.
+
+TorchNeuron's launch measured that most text-generation architectures run out of the box but published
+no list; a user finds out whether theirs does after renting a trn2 and waiting for compiles. This
+command answers on the simulated device: it builds a tiny random model of MODEL's architecture
+(:mod:`neuroncompat.check.tiny`: same class, layer kinds, attention variants and dtype, shrunk sizes)
+and runs, in a fresh process with the shim (:mod:`neuroncompat.check.worker`), what a script does on
+a trn2: load with ``device_map="neuron"``, greedy static-cache ``generate``, and a training step eager
+and compiled with the ``neuron`` backend, each compared with the same weights on the CPU. Each stage
+reports pass/fail with its first error at the model's source line, the graphs it compiled, the dry
+run's findings (graph breaks with Dynamo's reason, data-dependent shapes, CPU fallbacks, complex/fp64
+on the device) and the shim patches that acted.
+
+MODEL is a local directory holding ``config.json``, a ``config.json`` itself, or a hub id whose config is
+in the local cache (no download: ``HF_HUB_OFFLINE=1`` is set for the run). Not yet: the 2-rank tensor
+parallel stage (``DistributedConfig(tp_size=2)``), and running it over every architecture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from neuroncompat.check.worker_env import worker_environment
+
+TIMEOUT_S = 600
+
+
+class CheckError(Exception):
+    """MODEL cannot be checked (no config, a timeout, the worker died): the message says why."""
+
+
+def config_file(model: str) -> Path:
+    """MODEL's ``config.json``: the path itself, a directory's, or the cached hub snapshot's."""
+    path = Path(model)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise CheckError(f"{model}: no config.json in this directory")
+        return path / "config.json"
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(model, "config.json", local_files_only=True))
+    except Exception as exc:  # not a local path, not in the cache
+        raise CheckError(
+            f"{model}: not a directory, not a config.json and not in the local hub cache ({type(exc).__name__}); "
+            "pass a directory or config.json, or download the config first"
+        ) from exc
+
+
+def check(model: str, timeout: float = TIMEOUT_S) -> dict[str, Any]:
+    """Run the stages on MODEL's architecture; the worker's result plus ``model`` and ``exit_code``."""
+    config = config_file(model)
+    with tempfile.TemporaryDirectory(prefix="neuroncompat-check-") as scratch:
+        out = Path(scratch) / "result.json"
+        command = [sys.executable, "-m", "neuroncompat.check.worker", str(config), str(out)]
+        try:
+            done = subprocess.run(
+                command, env=worker_environment(os.environ), capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CheckError(f"{model}: the check took more than {timeout:.0f} s") from exc
+        if not out.is_file():
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+            raise CheckError(f"{model}: the check process exited with {done.returncode} before any result:\n{tail}")
+        result: dict[str, Any] = json.loads(out.read_text())
+    result["model"] = model
+    result["exit_code"] = 0 if all(s["status"] == "pass" for s in result["stages"]) else 1
+    return result

@@ -1,0 +1,66 @@
+"""``neuroncompat check``'s report: text for a terminal, JSON for tools (schema in docs/), markdown for a PR."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_MARK = {"pass": "ok", "fail": "FAIL", "skipped": "skipped"}
+
+
+def _finding(f: dict[str, Any]) -> str:
+    return f"{f['kind']}: {f['what']} at {f['site']}" + (f" (x{f['count']})" if f["count"] > 1 else "")
+
+
+def _stage_lines(stage: dict[str, Any]) -> list[str]:
+    head = f"  {stage['stage']:<15} {_MARK[stage['status']]:<8}"
+    if stage["status"] == "pass":
+        lines = [f"{head} {stage['detail']}"]
+    elif stage["status"] == "fail":
+        lines = [f"{head} {stage['error']}"]
+        lines += [f"{'':<26} at {stage[key]}" for key in ("model_line", "innermost") if stage.get(key)]
+    else:
+        return [f"{head} {stage['detail']}"]
+    extra = [f"graphs compiled: {stage['graphs']}"] + [f"patch {p} acted" for p in stage["patches"]]
+    lines.append(f"{'':<26} " + "; ".join(extra) + f"; {stage['seconds']} s")
+    lines += [f"{'':<26} {_finding(f)}" for f in stage["findings"]]
+    return lines
+
+
+def render_text(result: dict[str, Any]) -> str:
+    verdict = "runs" if result["exit_code"] == 0 else "does not run as it is"
+    lines = [
+        f"{result['model']}: {result['architecture']} ({result['model_type']}, {result['dtype']}) {verdict} on the "
+        f"simulated Neuron device",
+        f"  checked on a tiny random model of the same architecture: {result['layers']} layers, "
+        f"{result['parameters']:,} parameters",
+    ]
+    for stage in result["stages"]:
+        lines += _stage_lines(stage)
+    return "\n".join(lines)
+
+
+def render_json(result: dict[str, Any]) -> str:
+    return json.dumps(result, indent=2)
+
+
+def render_markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"### `{result['model']}`: {result['architecture']} ({result['model_type']}, {result['dtype']})",
+        "",
+        "| stage | result | graphs | findings | patches | detail |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in result["stages"]:
+        detail = s.get("detail") or s.get("error", "")
+        if s.get("model_line"):
+            detail += f" (at `{s['model_line']}`)"
+        findings = "<br>".join(_finding(f) for f in s.get("findings", [])) or "-"
+        patches = ", ".join(s.get("patches", [])) or "-"
+        lines.append(
+            f"| {s['stage']} | {_MARK[s['status']]} | {s.get('graphs', '-')} | {findings} | {patches} | {detail} |"
+        )
+    return "\n".join(lines)
+
+
+RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown}

@@ -1,0 +1,207 @@
+"""The stages of ``neuroncompat check``, run in a fresh process on the simulated device with the shim.
+
+``python -m neuroncompat.check.worker CONFIG_JSON OUT_JSON`` (the ``check`` command starts it with
+``NEURONCOMPAT_SIMULATE=1``). Each stage runs the tiny model as a user's script would on a trn2 and the
+same weights on the CPU, and compares:
+
+1. ``load``: ``from_pretrained(dir, device_map="neuron", dtype=<config dtype>)``; every parameter must be
+   on the device;
+2. ``generate``: greedy ``generate`` with ``cache_implementation="static"`` (the cache the shim and
+   TorchNeuron's guide ask for), 6 new tokens from a fixed 8-token prompt; the tokens must equal the CPU's;
+3. ``train-eager`` and ``train-compiled`` (``torch.compile(model, backend="neuron")``): one forward and
+   backward on a fixed batch; loss and gradient norm within ``rtol`` of the CPU's eager ones.
+
+What a stage compiled, and the findings the dry run's recorder saw while it ran (graph breaks with
+Dynamo's reason, data-dependent-shape ops, CPU-fallback ops, complex/fp64 tensors on the device), are
+the recorder's record taken before and after the stage. The shim patches that acted are those that logged
+on ``neuroncompat`` during the stage. A failing stage gives its first error with the innermost frame of
+the model's own code (``transformers/models/...``) and the innermost frame overall.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import neuroncompat  # noqa: F401  (the shim, as a user's script starts it)
+from neuroncompat.check.tiny import VOCAB, tiny_config
+from neuroncompat.simulate import record
+
+STAGES = ("load", "generate", "train-eager", "train-compiled")
+PROMPT_TOKENS = 8
+NEW_TOKENS = 6
+# fp32 on the simulator runs the CPU's kernels: equal up to reduction order in compiled graphs
+RTOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 1e-2}
+_FINDING_KINDS = ("graph_break", "data_dependent", "cpu_fallback", "complex_on_device", "fp64_on_device")
+
+
+class _PatchLog(logging.Handler):
+    """The ids of the shim patches that logged while a stage ran (each patch logs ``[id] ...`` once)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.ids: list[str] = []
+
+    def emit(self, entry: logging.LogRecord) -> None:
+        message = entry.getMessage()
+        if message.startswith("[") and "]" in message:
+            patch = message[1 : message.index("]")]
+            if patch not in self.ids:
+                self.ids.append(patch)
+
+
+def _where(exc: BaseException) -> dict[str, str | None]:
+    frames = traceback.extract_tb(exc.__traceback__)
+    model = next((f for f in reversed(frames) if "/transformers/models/" in f.filename), None)
+    last = frames[-1] if frames else None
+
+    def short(frame: traceback.FrameSummary | None) -> str | None:
+        if frame is None:
+            return None
+        parts = Path(frame.filename).parts
+        tail = parts[parts.index("site-packages") + 1 :] if "site-packages" in parts else parts[-2:]
+        return f"{'/'.join(tail)}:{frame.lineno}"
+
+    return {"model_line": short(model), "innermost": short(last)}
+
+
+def _delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    graphs = after["compiled"][len(before["compiled"]) :]
+    counts = {(f["kind"], f["what"], f["site"]): f["count"] for f in before["findings"] if f["kind"] in _FINDING_KINDS}
+    findings = []
+    for f in after["findings"]:
+        key = (f["kind"], f["what"], f["site"])
+        if f["kind"] in _FINDING_KINDS and f["count"] > counts.get(key, 0):
+            findings.append(
+                {"kind": f["kind"], "what": f["what"], "site": f["site"], "count": f["count"] - counts.get(key, 0)}
+            )
+    return {
+        "graphs": len(graphs),
+        "graph_triggers": sorted({g["trigger"] for g in graphs if g.get("trigger")}),
+        "findings": findings,
+    }
+
+
+def _close(device: float, cpu: float, dtype: torch.dtype) -> bool:
+    return abs(device - cpu) <= RTOL.get(dtype, 1e-4) * max(abs(cpu), 1e-6)
+
+
+def _batch() -> torch.Tensor:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(3, VOCAB, (2, 16), generator=generator)
+
+
+def _step(model: torch.nn.Module, forward: Callable[..., Any], device: str) -> tuple[float, float]:
+    """One forward and backward: the loss and the global gradient norm."""
+    model.train()
+    model.zero_grad(set_to_none=True)
+    ids = _batch().to(device)
+    loss = forward(input_ids=ids, labels=ids).loss
+    loss.backward()
+    grads = [p.grad.detach().float().norm() for p in model.parameters() if p.grad is not None]
+    return float(loss.detach().float().cpu()), float(torch.stack(grads).norm().cpu())
+
+
+def run(config_path: Path) -> dict[str, Any]:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    full = AutoConfig.from_pretrained(config_path)
+    config = tiny_config(full)
+    dtype = config.dtype if isinstance(getattr(config, "dtype", None), torch.dtype) else torch.float32
+    recorder = record.start(tempfile.mkdtemp(prefix="neuroncompat-check-"))
+    patches = _PatchLog()
+    logging.getLogger("neuroncompat").addHandler(patches)
+    logging.getLogger("neuroncompat").setLevel(logging.INFO)
+    result: dict[str, Any] = {
+        "architecture": (config.architectures or [type(config).__name__])[0],
+        "model_type": config.model_type,
+        "dtype": str(dtype).removeprefix("torch."),
+        "layers": config.num_hidden_layers,
+        "stages": [],
+    }
+    state: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="neuroncompat-check-model-") as directory:
+        torch.manual_seed(0)
+        AutoModelForCausalLM.from_config(config, dtype=dtype).save_pretrained(directory)
+        result["parameters"] = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(directory).parameters())
+
+        def load() -> str:
+            state["cpu"] = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype)
+            state["neuron"] = model = AutoModelForCausalLM.from_pretrained(directory, device_map="neuron", dtype=dtype)
+            off = sorted({str(p.device) for p in model.parameters() if p.device.type != "neuron"})
+            if off:
+                raise AssertionError(f"parameters left on {', '.join(off)}")
+            return f"{result['parameters']:,} parameters on {next(model.parameters()).device}"
+
+        def generate() -> str:
+            prompt = _batch()[:1, :PROMPT_TOKENS]
+            kwargs = dict(max_new_tokens=NEW_TOKENS, do_sample=False, cache_implementation="static")
+            cpu = state["cpu"].eval().generate(prompt, **kwargs)
+            device = state["neuron"].eval().generate(prompt.to("neuron"), **kwargs).cpu()
+            if not torch.equal(cpu, device):
+                raise AssertionError(
+                    f"tokens differ from the CPU's: {device[0, PROMPT_TOKENS:].tolist()} vs {cpu[0, PROMPT_TOKENS:].tolist()}"
+                )
+            return f"{NEW_TOKENS} greedy tokens equal the CPU's"
+
+        def train(compiled: bool) -> Callable[[], str]:
+            def stage() -> str:
+                cpu = _step(state["cpu"], state["cpu"], "cpu")
+                model = state["neuron"]
+                forward = torch.compile(model, backend="neuron") if compiled else model
+                device = _step(model, forward, "neuron")
+                if not (_close(device[0], cpu[0], dtype) and _close(device[1], cpu[1], dtype)):
+                    raise AssertionError(
+                        f"loss {device[0]:.6g}, grad norm {device[1]:.6g} vs the CPU's {cpu[0]:.6g}, {cpu[1]:.6g}"
+                    )
+                return f"loss {device[0]:.6g}, grad norm {device[1]:.6g} (CPU {cpu[0]:.6g}, {cpu[1]:.6g})"
+
+            return stage
+
+        stages: dict[str, Callable[[], str]] = {
+            "load": load,
+            "generate": generate,
+            "train-eager": train(False),
+            "train-compiled": train(True),
+        }
+        for name, stage in stages.items():
+            needs = "load" if name != "load" else None
+            if needs and "neuron" not in state:
+                result["stages"].append({"stage": name, "status": "skipped", "detail": "the model did not load"})
+                continue
+            patches.ids.clear()
+            torch._dynamo.reset()
+            before = recorder.snapshot()
+            start = time.perf_counter()
+            entry: dict[str, Any] = {"stage": name}
+            try:
+                entry.update(status="pass", detail=stage())
+            except Exception as exc:  # a stage's failure is its result; the next stage still runs
+                entry.update(
+                    status="fail",
+                    error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500],
+                    **_where(exc),
+                )
+            entry["seconds"] = round(time.perf_counter() - start, 2)
+            entry.update(_delta(before, recorder.snapshot()))
+            entry["patches"] = list(patches.ids)
+            result["stages"].append(entry)
+    return result
+
+
+def main() -> None:
+    config_path, out_path = Path(sys.argv[1]), Path(sys.argv[2])
+    out_path.write_text(json.dumps(run(config_path), indent=1))
+
+
+if __name__ == "__main__":
+    main()

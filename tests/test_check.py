@@ -1,0 +1,102 @@
+"""``neuroncompat check``: the preflight on configs a user would hand it (Llama, Qwen3-MoE, Gemma 3, Mamba).
+
+Each config is the architecture's transformers default (the sizes of a real checkpoint), saved as a user's
+model directory holds it; the command shrinks it itself. The assertions are what a user reads: which stages
+pass, where a failing one fails, how many graphs each compiled.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+transformers = pytest.importorskip("transformers")
+
+from neuroncompat.check.tiny import tiny_config  # noqa: E402
+
+
+def _save(tmp_path: Path, config: object) -> Path:
+    config.save_pretrained(tmp_path)  # type: ignore[attr-defined]
+    return tmp_path
+
+
+def _check(model: Path, fmt: str = "json") -> tuple[int, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "neuroncompat.cli", "check", "--format", fmt, str(model)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def _stages(output: str) -> dict[str, dict]:
+    return {stage["stage"]: stage for stage in json.loads(output)["stages"]}
+
+
+def test_the_tiny_model_keeps_every_kind_of_layer_and_the_head_layout():
+    gemma = tiny_config(transformers.Gemma3TextConfig())
+    assert gemma.layer_types == ["sliding_attention"] * 5 + ["full_attention"]
+    assert (gemma.hidden_size, gemma.num_attention_heads, gemma.num_key_value_heads, gemma.head_dim) == (64, 4, 2, 16)
+    assert gemma.sliding_window == 8
+    llama = tiny_config(transformers.LlamaConfig())  # multi-head: as many key/value heads as query heads
+    assert (llama.num_attention_heads, llama.num_key_value_heads, llama.num_hidden_layers) == (4, 4, 2)
+    moe = tiny_config(transformers.Qwen3MoeConfig())
+    assert (moe.num_experts, moe.num_experts_per_tok, moe.moe_intermediate_size) == (4, 2, 32)
+    jamba = tiny_config(transformers.JambaConfig())  # attention every 2nd layer from layer 1: both kinds in 2 layers
+    assert (jamba.num_hidden_layers, jamba.attn_layer_period, jamba.attn_layer_offset) == (2, 2, 1)
+    mamba = tiny_config(transformers.MambaConfig())
+    assert mamba.intermediate_size == mamba.expand * mamba.hidden_size == 128
+
+
+def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):
+    code, output = _check(_save(tmp_path, transformers.LlamaConfig(architectures=["LlamaForCausalLM"])))
+    assert code == 0, output
+    stages = _stages(output)
+    assert [s["status"] for s in stages.values()] == ["pass"] * 4
+    assert stages["load"]["detail"].endswith("on neuron:0")
+    assert stages["generate"]["detail"] == "6 greedy tokens equal the CPU's"
+    assert stages["generate"]["graphs"] == 1  # transformers compiles the static-cache decode step
+    assert stages["train-eager"]["graphs"] == 0 and stages["train-compiled"]["graphs"] == 1
+
+
+@pytest.mark.slow  # 6 layers, a graph per decode length: the longest check here
+def test_gemma3_sliding_and_full_attention_layers_pass(tmp_path):
+    code, output = _check(_save(tmp_path, transformers.Gemma3TextConfig(architectures=["Gemma3ForCausalLM"])))
+    assert code == 0, output
+    assert json.loads(output)["layers"] == 6
+
+
+def test_mamba_passes_on_the_reference_scan(tmp_path):
+    code, output = _check(_save(tmp_path, transformers.MambaConfig(architectures=["MambaForCausalLM"])))
+    assert code == 0, output
+    assert _stages(output)["train-compiled"]["status"] == "pass"
+
+
+def test_a_moe_model_fails_where_transformers_counts_tokens_per_expert(tmp_path):
+    """transformers' grouped_mm experts pass an int32 tensor to torch.histc on every device but the CPU and MPS
+    (integrations/moe.py); the CPU kernel the simulator runs has no int histc. Reported at both lines."""
+    code, output = _check(_save(tmp_path, transformers.Qwen3MoeConfig(architectures=["Qwen3MoeForCausalLM"])))
+    assert code == 1, output
+    stages = _stages(output)
+    assert stages["load"]["status"] == "pass"
+    generate = stages["generate"]
+    assert generate["status"] == "fail"
+    assert generate["error"].startswith("NotImplementedError") and "histogram" in generate["error"]
+    assert generate["model_line"].startswith("transformers/models/qwen3_moe/modeling_qwen3_moe.py:")
+    assert generate["innermost"].startswith("transformers/integrations/moe.py:")
+
+
+def test_text_report_and_a_clear_error_for_a_missing_config(tmp_path):
+    code, output = _check(_save(tmp_path, transformers.LlamaConfig(architectures=["LlamaForCausalLM"])), "text")
+    assert code == 0, output
+    assert "LlamaForCausalLM (llama, float32) runs on the simulated Neuron device" in output
+    assert "train-compiled  ok" in output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, output = _check(empty, "text")
+    assert code == 1 and "no config.json in this directory" in output
