@@ -127,3 +127,68 @@ def test_disabled_by_name(shim: ModuleType) -> None:
     assert shim.status()["cross_device_data"].state == "disabled"
     fsdp = importlib.import_module(FSDP_MODULES[0])
     assert "cross_device_data" not in fsdp._move_states_to_device.__code__.co_filename
+
+
+class Blocks(torch.nn.Module):
+    """Three blocks with BatchNorm buffers and a head: what diffusers' group offloading splits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(
+            [torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)) for _ in range(3)]
+        )
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+GROUP_OFFLOADS = {
+    "block": {"offload_type": "block_level", "num_blocks_per_group": 1},
+    "block-stream": {"offload_type": "block_level", "num_blocks_per_group": 1, "use_stream": True},
+    "leaf": {"offload_type": "leaf_level"},
+    "leaf-stream": {"offload_type": "leaf_level", "use_stream": True},
+    "block-disk": {"offload_type": "block_level", "num_blocks_per_group": 1, "offload_to_disk_path": "DISK"},
+}
+
+
+@pytest.mark.parametrize("offload", sorted(GROUP_OFFLOADS))
+def test_diffusers_group_offloading_onto_the_core_matches_the_cpu(
+    offload: str, shim: ModuleType, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("diffusers")
+    from diffusers.hooks import apply_group_offloading
+
+    shim.apply()
+    torch.manual_seed(0)
+    reference = Blocks().eval()
+    x = torch.randn(5, 4)
+    expected = reference(x)
+    model = Blocks().eval()
+    model.load_state_dict(reference.state_dict())
+    options: dict[str, object] = dict(GROUP_OFFLOADS[offload])
+    if options.get("offload_to_disk_path"):
+        options["offload_to_disk_path"] = str(tmp_path)
+    apply_group_offloading(model, onload_device=torch.device("neuron"), **options)  # type: ignore[arg-type]
+    with torch.no_grad(), caplog.at_level(logging.INFO, logger="neuroncompat"):
+        for _ in range(2):  # onloaded and offloaded twice
+            torch.testing.assert_close(model(x.to("neuron")).cpu(), expected)
+    assert {p.device.type for p in model.parameters()} == {"cpu"}  # offloaded again (with streams, not buffers)
+    assert caplog.text.count("[cross_device_data] diffusers group offloading") <= 1
+
+
+def test_diffusers_unload_textual_inversion_on_the_core(shim: ModuleType) -> None:
+    pytest.importorskip("diffusers")
+    from neuroncompat.testing import tiny_pipeline
+
+    shim.apply()
+    pipe = tiny_pipeline("sd").to("neuron")
+    embeddings = pipe.text_encoder.get_input_embeddings()
+    pipe.load_textual_inversion({"<cat>": torch.randn(embeddings.embedding_dim)}, token="<cat>")
+    loaded = pipe.text_encoder.get_input_embeddings().weight.detach().cpu()
+    pipe.unload_textual_inversion()
+    weight = pipe.text_encoder.get_input_embeddings().weight
+    assert isinstance(weight, torch.nn.Parameter) and weight.device == torch.device("neuron:0")
+    assert torch.equal(weight.detach().cpu(), loaded[:-1])  # the added token's row removed

@@ -717,7 +717,21 @@ def test_cross_device_data_stands_down(
 
         return init
 
-    fixed: list[tuple[Any, str, Any]] = []
+    from diffusers.hooks import group_offloading
+    from diffusers.loaders.textual_inversion import TextualInversionLoaderMixin
+
+    class ModuleGroup(group_offloading.ModuleGroup):  # type: ignore[misc]
+        """diffusers moving each tensor with torch.utils.swap_tensors where set_data refuses the two types."""
+
+    def unload_textual_inversion(self: Any, *args: Any, **kwargs: Any) -> Any:
+        """diffusers building the filtered embedding on the text encoder's device."""
+        return upstream_unload(self, *args, **kwargs)
+
+    upstream_unload = TextualInversionLoaderMixin.__dict__["unload_textual_inversion"]
+    fixed: list[tuple[Any, str, Any]] = [
+        (group_offloading, "ModuleGroup", ModuleGroup),
+        (TextualInversionLoaderMixin, "unload_textual_inversion", unload_textual_inversion),
+    ]
     for name in ("torch.distributed.fsdp._fully_shard._fsdp_init", "torch.distributed.fsdp._init_utils"):
         module = importlib.import_module(name)
         fixed.append((module, "_move_states_to_device", fixed_move(module._move_states_to_device)))
