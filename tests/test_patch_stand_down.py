@@ -691,3 +691,54 @@ def test_diffusers_neuron_artifact_stands_down(
     # Other patches wrapped the stand-ins: unwrap them before monkeypatch puts the originals back, or the
     # shim's revert at teardown would restore the stand-ins over them.
     shim.revert()
+
+
+def test_cross_device_data_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import importlib
+
+    from peft.tuners.lora import layer as lora_layer
+
+    from neuroncompat.patches.cross_device_data import _LORA_INITS
+
+    def fixed_move(upstream: Callable[..., Any]) -> Callable[..., Any]:
+        def _move_states_to_device(params: Any, buffers: Any, device: Any, *args: Any) -> Any:
+            """torch moving CPU states with torch.utils.swap_tensors where set_data refuses the two types."""
+            return upstream(params, buffers, device, *args)
+
+        return _move_states_to_device
+
+    def fixed_init(upstream: Callable[..., Any]) -> Callable[..., Any]:
+        def init(self: Any, adapter_name: str, *args: Any, **kwargs: Any) -> Any:
+            """peft moving the adapter to the base layer's device before it computes its weights there."""
+            self._move_adapter_to_device_of_base_layer(adapter_name)
+            return upstream(self, adapter_name, *args, **kwargs)
+
+        return init
+
+    from diffusers.hooks import group_offloading
+    from diffusers.loaders.textual_inversion import TextualInversionLoaderMixin
+
+    class ModuleGroup(group_offloading.ModuleGroup):  # type: ignore[misc]
+        """diffusers moving each tensor with torch.utils.swap_tensors where set_data refuses the two types."""
+
+    def unload_textual_inversion(self: Any, *args: Any, **kwargs: Any) -> Any:
+        """diffusers building the filtered embedding on the text encoder's device."""
+        return upstream_unload(self, *args, **kwargs)
+
+    upstream_unload = TextualInversionLoaderMixin.__dict__["unload_textual_inversion"]
+    fixed: list[tuple[Any, str, Any]] = [
+        (group_offloading, "ModuleGroup", ModuleGroup),
+        (TextualInversionLoaderMixin, "unload_textual_inversion", unload_textual_inversion),
+    ]
+    for name in ("torch.distributed.fsdp._fully_shard._fsdp_init", "torch.distributed.fsdp._init_utils"):
+        module = importlib.import_module(name)
+        fixed.append((module, "_move_states_to_device", fixed_move(module._move_states_to_device)))
+    for cls in vars(lora_layer).values():
+        if isinstance(cls, type) and cls.__module__ == lora_layer.__name__:
+            fixed += [(cls, m, fixed_init(cls.__dict__[m])) for m in _LORA_INITS if m in cls.__dict__]
+    for owner, attribute, value in fixed:
+        monkeypatch.setattr(owner, attribute, value)
+    _assert_stands_down(shim, "cross_device_data", caplog)
+    assert all(owner.__dict__[attribute] is value for owner, attribute, value in fixed)

@@ -6,6 +6,7 @@ from neuroncompat.patch import Patch
 from neuroncompat.patches.async_load import AsyncLoad
 from neuroncompat.patches.attention import Attention
 from neuroncompat.patches.compile import Compile
+from neuroncompat.patches.cross_device_data import CrossDeviceData
 from neuroncompat.patches.device_map import DeviceMap
 from neuroncompat.patches.diffusers_attention import DiffusersAttention
 from neuroncompat.patches.diffusers_complex import DiffusersComplex
@@ -58,5 +59,6 @@ PATCH_TYPES: tuple[type[Patch], ...] = (
     DiffusersWarmup,
     DiffusersComplex,
     DiffusersNeuronArtifact,
+    CrossDeviceData,
     UnusedDevice,
 )
