@@ -5,7 +5,8 @@
 names it ``neuron``, and installs ``torch.neuron``, a ``torch_neuronx`` import stub (and an ``nki``
 one, :mod:`~neuroncompat.simulator.nki_stub`), a recording ``neuron`` torch.compile backend, and
 :mod:`~neuroncompat.simulator.hub_kernels`, which runs layers that Hub kernels' Neuron mappings
-replace with their own forward and reports the replacement. transformers, accelerate and TRL then detect Neuron exactly as
+replace with their own forward and reports the replacement, and lets flex attention take ``neuron`` tensors
+(:mod:`~neuroncompat.simulator.flex_attention`, as TorchNeuron 2.34 runs it). transformers, accelerate and TRL then detect Neuron exactly as
 on a Trainium host: ``TrainingArguments`` picks ``neuron:0``, TRL pads to multiples of 128, and
 the known gaps (``device_map="auto"`` landing on CPU, TRL #7664, TRL #7660) reproduce.
 
@@ -47,6 +48,7 @@ from neuroncompat.simulator import (
     compile_backend,
     device_module,
     distributed,
+    flex_attention,
     hub_kernels,
     native_device,
     nki_stub,
@@ -114,6 +116,7 @@ def enable(cores: int | None = None) -> None:
     torch_neuronx_stub.install()
     nki_stub.install()
     hub_kernels.install()
+    flex_attention.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
 
@@ -165,6 +168,7 @@ def disable() -> None:
     torch_neuronx_stub.uninstall()
     nki_stub.uninstall()
     hub_kernels.uninstall()
+    flex_attention.uninstall()
     clear_availability_caches()
 
 
