@@ -322,6 +322,7 @@ def test_attention_stands_down(
     before = PreTrainedModel.__dict__["_check_and_adjust_attn_implementation"]
     _assert_stands_down(shim, "attention", caplog)
     assert PreTrainedModel.__dict__["_check_and_adjust_attn_implementation"] is before
+    assert flex_attention.WrappedFlexAttention.__dict__["__init__"] is __init__
 
 
 def test_dist_backend_stands_down(
