@@ -6,8 +6,9 @@ Read 2026-12 (docs/simulator.md, "Which release this follows"):
   and 2.14.3.1 (PyTorch 2.14) (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/2.34.0.html).
   What its notes say that neuroncompat acts on is :data:`RELEASE_NOTES`; the memory-profiling guide's advice
   is :data:`MEMORY_GUIDE`. The simulator's TorchNeuron baseline is this release (:data:`SIMULATOR_BASELINE`):
-  flex attention runs on the device (``simulator/flex_attention.py``) and the ``torch.accelerator`` memory
-  functions report the simulator's allocator (docs/simulator.md has ``varlen_attn``'s row).
+  flex attention and ``torch.nn.attention.varlen.varlen_attn`` run on the device (``simulator/flex_attention.py``,
+  ``simulator/varlen_attention.py``) and the ``torch.accelerator`` memory functions report the simulator's
+  allocator.
 - **Also checked: Neuron 2.33.0** (2026-10-19), the TorchNeuron public beta, torch-neuronx 2.13.3.0 / 2.14.3.0
   (https://awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/components/torchneuron.html). Every
   patch was written against it; the ``torch/`` reference pages cited across neuroncompat were read under
@@ -30,7 +31,7 @@ SIMULATOR_BASELINE = "TorchNeuron 2.34.0"
 # Neuron 2.34.0's release notes, as quoted; each is what a patch, a rule or the simulator follows.
 RELEASE_NOTES = (
     "FlexAttention runs faster with more masks",  # patch attention keeps flex_attention; the simulator runs it
-    # the simulator has the memory functions (varlen_attn: docs/simulator.md); the rules do not steer away
+    # the simulator has both (simulator/varlen_attention.py); the rules and advice do not steer away from them
     "The torch.accelerator memory functions and torch.nn.attention.varlen.varlen_attn work on Neuron",
     "Public issues on cross-device copies, SDPA dropout gradients, and cache reuse are fixed",
     "FP8 and MXFP8 matmuls run on Neuron (TorchAO Neuron 0.18.0+neuron.1: MXFP8 on Trn3)",

@@ -6,7 +6,8 @@ names it ``neuron``, and installs ``torch.neuron``, a ``torch_neuronx`` import s
 one, :mod:`~neuroncompat.simulator.nki_stub`), a recording ``neuron`` torch.compile backend, and
 :mod:`~neuroncompat.simulator.hub_kernels`, which runs layers that Hub kernels' Neuron mappings
 replace with their own forward and reports the replacement, and lets flex attention take ``neuron`` tensors
-(:mod:`~neuroncompat.simulator.flex_attention`, as TorchNeuron 2.34 runs it). transformers, accelerate and TRL then detect Neuron exactly as
+(:mod:`~neuroncompat.simulator.flex_attention`) and gives ``varlen_attn`` a kernel
+(:mod:`~neuroncompat.simulator.varlen_attention`), as TorchNeuron 2.34 runs both. transformers, accelerate and TRL then detect Neuron exactly as
 on a Trainium host: ``TrainingArguments`` picks ``neuron:0``, TRL pads to multiples of 128, and
 the known gaps (``device_map="auto"`` landing on CPU, TRL #7664, TRL #7660) reproduce.
 
@@ -54,6 +55,7 @@ from neuroncompat.simulator import (
     nki_stub,
     state,
     torch_neuronx_stub,
+    varlen_attention,
 )
 from neuroncompat.simulator.compile_backend import CompiledGraph, compiles, reset_compiles
 
@@ -93,6 +95,7 @@ def register_backend() -> None:
     torch._register_device_module("neuron", device_module)
     _registered.append(True)
     compile_backend.register()
+    varlen_attention.register()
     if torch.distributed.is_available():
         distributed.register()
 
