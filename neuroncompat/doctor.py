@@ -38,7 +38,7 @@ def report() -> list[str]:
     lines = [
         f"Neuron: {'yes' if found.kind in ('native', 'simulated') else 'no'} ({found.reason})",
         f"torch-neuronx kind: {found.kind}" + (f" {found.version}" if found.version else ""),
-        f"follows: {followed_release.FOLLOWED}; {followed_release.NEWER}",
+        f"follows: {followed_release.FOLLOWED}; patches checked against {', '.join(followed_release.CHECKED)}",
         f"NEURON_RT_VISIBLE_CORES: {os.environ.get('NEURON_RT_VISIBLE_CORES', '(unset: all cores)')}",
         f"NEURON_LOGICAL_NC_CONFIG: {os.environ.get('NEURON_LOGICAL_NC_CONFIG', '(unset: LNC=2)')}",
     ]
@@ -49,13 +49,13 @@ def report() -> list[str]:
         import torch
 
         lines.append(f"visible NeuronCores: {torch.neuron.device_count()}")  # type: ignore[attr-defined]
+        if found.kind == "simulated":
+            lines.append(f"simulator baseline: {followed_release.SIMULATOR_BASELINE}")
         _import_patch_targets()
     lines.extend(redirect_status.lines(found.kind in ("native", "simulated")))
     lines.extend(kernels_status.lines(found.kind in ("native", "simulated")))
     lines.append("libraries:")
     lines.extend(f"  {dist:<14} {_version(dist)}" for dist in _LIBRARIES)
     lines.append("patches (NEURONCOMPAT_DISABLE=id,... turns one off):")
-    for status in shim.status().values():
-        detail = f" — {status.detail}" if status.detail else ""
-        lines.append(f"  {status.id:<16} {status.state:<11} {status.reason}{detail}")
+    lines.extend(followed_release.patch_line(*status) for status in shim.status().values())
     return lines

@@ -82,7 +82,7 @@ def test_gap_a_cuda_backend_raises(shim: ModuleType, backend: str) -> None:
         _unet().set_attention_backend(backend)
 
 
-@pytest.mark.parametrize("backend", ["flash", "flash_hub", "sage_hub", "_native_cudnn", "flex", "XFORMERS"])
+@pytest.mark.parametrize("backend", ["flash", "flash_hub", "sage_hub", "_native_cudnn", "XFORMERS"])
 def test_set_attention_backend_becomes_native(shim: ModuleType, caplog: pytest.LogCaptureFixture, backend: str) -> None:
     shim.apply()
     flux = _flux()
@@ -102,14 +102,22 @@ def test_a_unet_sets_the_active_backend(shim: ModuleType) -> None:
     assert _active() == "native"
 
 
-@pytest.mark.parametrize("backend", ["native", "_native_math"])
-def test_sdpa_backends_are_kept(shim: ModuleType, caplog: pytest.LogCaptureFixture, backend: str) -> None:
+@pytest.mark.parametrize("backend", ["native", "_native_math", "flex"])
+def test_backends_that_run_on_neuron_are_kept(shim: ModuleType, caplog: pytest.LogCaptureFixture, backend: str) -> None:
+    """PyTorch SDPA, and PyTorch FlexAttention since Neuron 2.34 ("FlexAttention runs faster with more masks")."""
     shim.apply()
     flux = _flux()
     with caplog.at_level(logging.INFO, logger="neuroncompat"):
         flux.set_attention_backend(backend)
     assert _backends(flux) == {backend}
     assert "[diffusers_attention]" not in caplog.text
+    if backend == "flex":  # runs, with SDPA's numbers (float32 rounding: the two sum in different orders)
+        torch.manual_seed(1)
+        out = _forward(flux)
+        flux.set_attention_backend("native")
+        torch.manual_seed(1)
+        assert out.device.type == "neuron"
+        torch.testing.assert_close(out, _forward(flux), rtol=1e-5, atol=1e-5)
 
 
 def test_one_attention_module(shim: ModuleType) -> None:

@@ -70,7 +70,7 @@ def _assert_stands_down(shim: ModuleType, patch_id: str, caplog: pytest.LogCaptu
     assert status.detail.startswith("upstream fixed the gap")
     patches = report[next(i for i, text in enumerate(report) if text.startswith("patches ")) :]
     line = next(text for text in patches if text.split()[:1] == [patch_id])  # not the library of the same name
-    assert line.split()[1] == "stood-down", line
+    assert line.split()[1:3] == ["stood", "down"] and "(fixed upstream in " in line, line
     assert f"[{patch_id}]" not in caplog.text, "a patch that stood down logs nothing"
 
 
@@ -322,6 +322,7 @@ def test_attention_stands_down(
     before = PreTrainedModel.__dict__["_check_and_adjust_attn_implementation"]
     _assert_stands_down(shim, "attention", caplog)
     assert PreTrainedModel.__dict__["_check_and_adjust_attn_implementation"] is before
+    assert flex_attention.WrappedFlexAttention.__dict__["__init__"] is __init__
 
 
 def test_dist_backend_stands_down(

@@ -120,4 +120,4 @@ def test_doctor_lists_every_patch() -> None:
     assert "Neuron: yes (neuroncompat.simulator is enabled)" in result.stdout
     assert "visible NeuronCores: 2" in result.stdout
     for pid in patch_ids():
-        assert any(line.split()[:2] == [pid, "applied"] for line in result.stdout.splitlines()), (pid, result.stdout)
+        assert any(line.split()[:2] == [pid, "applies"] for line in result.stdout.splitlines()), (pid, result.stdout)

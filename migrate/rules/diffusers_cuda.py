@@ -105,11 +105,12 @@ RULES: tuple[Rule, ...] = (
         safety="safe",
         summary='diffusers attention backends (`set_attention_backend("flash")`, `attention_backend(...)`, '
         '`DIFFUSERS_ATTN_BACKEND`) -> `"native"`.',
-        rationale="Every diffusers backend but `native` (PyTorch SDPA) and `_native_math` needs CUDA: flash, "
-        "sage, xformers and flex raise for the missing package, the `*_hub` backends fetch a CUDA kernel "
+        rationale="Every diffusers backend but `native` (PyTorch SDPA), `_native_math` and `flex` needs CUDA: "
+        "flash, sage and xformers raise for the missing package, the `*_hub` backends fetch a CUDA kernel "
         'from the Hub and find no Neuron build, `_native_cudnn/_efficient/_flash` pin CUDA SDPA kernels. `"native"` '
-        "is diffusers' default and what TorchNeuron runs. Only literal names are rewritten; a name read "
-        "from the command line is left to the runtime shim.",
+        "is diffusers' default and what TorchNeuron runs. `flex` (PyTorch FlexAttention) is kept: it runs on "
+        'Neuron since Neuron 2.34 ("FlexAttention runs faster with more masks"). Only literal names are '
+        "rewritten; a name read from the command line is left to the runtime shim.",
         before='from diffusers import FluxPipeline\npipe.transformer.set_attention_backend("flash_hub")\n',
         after='from diffusers import FluxPipeline\npipe.transformer.set_attention_backend("native")\n',
     ),
@@ -291,7 +292,8 @@ def _swap(node: cst.BaseExpression, old: cst.Call, new: cst.Call) -> cst.BaseExp
 
 # ---- NM231 attention backends -----------------------------------------------------------------
 
-_PORTABLE_BACKENDS = ("native", "_native_math")
+# PyTorch SDPA (native, its math reference) and PyTorch FlexAttention, which runs on Neuron since 2.34.
+_PORTABLE_BACKENDS = ("native", "_native_math", "flex")
 
 
 def _native_backend(node: cst.Call, backend: cst.Arg | None, ctx: FileContext) -> cst.Call:

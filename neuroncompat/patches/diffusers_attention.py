@@ -1,7 +1,10 @@
 """``diffusers_attention``: diffusers attention backends that cannot run on Neuron become ``"native"`` (SDPA).
 
+Checked against TorchNeuron (torch-neuronx) 2.13.3.0 / 2.14.3.0 (Neuron 2.33.0) and 2.13.3.1 / 2.14.3.1 (Neuron
+2.34.0), with diffusers 0.42.1.
+
 Gap (docs/gaps.md#diffusers_attention): diffusers 0.42.1 picks its attention kernel by name, with no notion of
-the device. Every backend but PyTorch's SDPA needs a CUDA package or a CUDA kernel:
+the device. Every backend but PyTorch's SDPA and ``flex`` needs a CUDA package or a CUDA kernel:
 
 - ``model.set_attention_backend("flash"|"sage"|"xformers"|...)`` (models/modeling_utils.py:608-668) and the
   ``attention_backend(...)`` context manager (models/attention_dispatch.py:379-397) run
@@ -10,7 +13,9 @@ the device. Every backend but PyTorch's SDPA needs a CUDA package or a CUDA kern
   ``flash_4_hub``, ``aiter_fa2_hub``, ...; repo ids at :327-373, download :731+) fetch a CUDA build with ``kernels`` and fail
   (no ``torch-neuron`` variant; offline: "not available in the local cache"). ``_native_cudnn``,
   ``_native_efficient`` and ``_native_flash`` force one CUDA SDPA kernel; ``_native_npu``/``_native_xla`` need
-  torch_npu/torch_xla; ``flex`` compiles with inductor.
+  torch_npu/torch_xla. ``flex`` (``_native_flex_attention``: PyTorch's ``flex_attention`` called eagerly, its
+  mask from ``create_block_mask`` uncompiled) runs on Neuron since 2.34 ("FlexAttention runs faster with more
+  masks") and is kept; until 2026-12 it became ``native`` too.
 - ``DIFFUSERS_ATTN_BACKEND=flash`` is read once at import (utils/constants.py:56) into the registry's active
   backend (models/attention_dispatch.py:267) and reaches every attention call with no check at all.
 - ``enable_xformers_memory_efficient_attention()`` on a pipeline (pipelines/pipeline_utils.py:1993) or a model
@@ -18,7 +23,7 @@ the device. Every backend but PyTorch's SDPA needs a CUDA package or a CUDA kern
 
 Fix, on Neuron with CUDA unavailable: ``set_attention_backend`` (on a model and on one attention module,
 models/attention.py:161) and ``attention_backend`` get ``"native"`` for any backend other than ``native`` or
-``_native_math`` (both PyTorch SDPA, kept as given); an active backend read from ``DIFFUSERS_ATTN_BACKEND``
+``_native_math`` (both PyTorch SDPA) or ``flex`` (PyTorch FlexAttention), kept as given; an active backend read from ``DIFFUSERS_ATTN_BACKEND``
 becomes ``native``; ``enable_xformers_memory_efficient_attention()`` does nothing. Each is warned once: the
 user asked for a kernel Neuron does not have. ``attention_backend`` is rebound where diffusers' lazy modules
 cached it. Stands down when ``_check_attention_backend_requirements`` knows the neuron device.
@@ -41,8 +46,9 @@ from typing import Any
 
 from neuroncompat.patch import Patch
 
-# PyTorch's scaled_dot_product_attention with the kernel left to the backend (native) or its math reference.
-_RUNS_ON_NEURON = ("native", "_native_math")
+# PyTorch's scaled_dot_product_attention with the kernel left to the backend (native) or its math reference,
+# and PyTorch's FlexAttention (runs on Neuron since 2.34).
+_RUNS_ON_NEURON = ("native", "_native_math", "flex")
 _ENV = "DIFFUSERS_ATTN_BACKEND"
 
 
@@ -62,7 +68,9 @@ def _name(backend: Any) -> str | None:
 
 class DiffusersAttention(Patch):
     id = "diffusers_attention"
-    reason = "diffusers' flash/sage/xformers/hub attention backends need CUDA: use the native SDPA backend"
+    reason = (
+        "diffusers' flash/sage/xformers/hub attention backends need CUDA: use the native SDPA backend (flex is kept)"
+    )
     targets = (
         "diffusers.models.attention_dispatch",
         "diffusers.models.attention",

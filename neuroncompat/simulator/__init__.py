@@ -5,7 +5,9 @@
 names it ``neuron``, and installs ``torch.neuron``, a ``torch_neuronx`` import stub (and an ``nki``
 one, :mod:`~neuroncompat.simulator.nki_stub`), a recording ``neuron`` torch.compile backend, and
 :mod:`~neuroncompat.simulator.hub_kernels`, which runs layers that Hub kernels' Neuron mappings
-replace with their own forward and reports the replacement. transformers, accelerate and TRL then detect Neuron exactly as
+replace with their own forward and reports the replacement, and lets flex attention take ``neuron`` tensors
+(:mod:`~neuroncompat.simulator.flex_attention`) and gives ``varlen_attn`` a kernel
+(:mod:`~neuroncompat.simulator.varlen_attention`), as TorchNeuron 2.34 runs both. transformers, accelerate and TRL then detect Neuron exactly as
 on a Trainium host: ``TrainingArguments`` picks ``neuron:0``, TRL pads to multiples of 128, and
 the known gaps (``device_map="auto"`` landing on CPU, TRL #7664, TRL #7660) reproduce.
 
@@ -47,11 +49,13 @@ from neuroncompat.simulator import (
     compile_backend,
     device_module,
     distributed,
+    flex_attention,
     hub_kernels,
     native_device,
     nki_stub,
     state,
     torch_neuronx_stub,
+    varlen_attention,
 )
 from neuroncompat.simulator.compile_backend import CompiledGraph, compiles, reset_compiles
 
@@ -91,6 +95,7 @@ def register_backend() -> None:
     torch._register_device_module("neuron", device_module)
     _registered.append(True)
     compile_backend.register()
+    varlen_attention.register()
     if torch.distributed.is_available():
         distributed.register()
 
@@ -114,6 +119,7 @@ def enable(cores: int | None = None) -> None:
     torch_neuronx_stub.install()
     nki_stub.install()
     hub_kernels.install()
+    flex_attention.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
 
@@ -165,6 +171,7 @@ def disable() -> None:
     torch_neuronx_stub.uninstall()
     nki_stub.uninstall()
     hub_kernels.uninstall()
+    flex_attention.uninstall()
     clear_availability_caches()
 
 

@@ -9,7 +9,8 @@ The arguments behave as TorchNeuron's torch.compile reference documents them
 
 * ``backend``: "'neuron'. Explicitly set, or auto-selected when running on a Neuron device". The
   simulator makes :func:`auto_backend` Dynamo's default (``set_default_backend``): a graph whose
-  inputs live on the ``neuron`` device goes to ``neuron``, any other graph to inductor as before.
+  inputs live on the ``neuron`` device, or that makes a ``neuron`` tensor (a factory call with
+  ``device="neuron"``), goes to ``neuron``, any other graph to inductor as before.
   Whether TorchNeuron also sends a CPU-only graph to ``neuron`` is not documented; choosing by the
   graph's device is right for every graph that touches the device, under either reading.
 * ``mode``: "Other modes log a warning and fall back to default": a warning, once per mode.
@@ -263,7 +264,13 @@ def neuron_backend(
 
 
 def _touches_neuron(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> bool:
+    """The graph takes a ``neuron`` tensor, or makes one: ``create_block_mask`` (flex attention's mask, which
+    transformers compiles with no backend) gets only ``device="neuron"`` and builds its tensors inside the
+    graph, which inductor cannot lower either."""
     tensors = [*example_inputs, *gm.parameters(), *gm.buffers()]
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value", node.meta.get("val"))
+        tensors.extend(value if isinstance(value, (tuple, list)) else [value])
     return any(isinstance(t, torch.Tensor) and t.device.type == "neuron" for t in tensors)
 
 

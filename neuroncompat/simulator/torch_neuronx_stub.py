@@ -30,7 +30,7 @@ from typing import Any
 
 from neuroncompat.simulator import compile_backend, device_module
 
-STUB_VERSION = "2.13.3.0+simulated"
+STUB_VERSION = "2.13.3.1+simulated"  # the simulator follows Neuron 2.34.0 (followed_release.py)
 NAME = "torch_neuronx"
 BACKEND_MODULE = f"{NAME}.neuron_dynamo_backend"
 MEMORY_NAMES = (

@@ -114,6 +114,17 @@ def test_attention_backends():
     assert 'os.environ["DIFFUSERS_ATTN_BACKEND"] = "native"' in out
 
 
+def test_flex_attention_backend_is_kept():
+    """PyTorch FlexAttention runs on Neuron since Neuron 2.34: NM231 leaves it (#32)."""
+    src = (
+        DIFFUSERS + "from diffusers.models.attention_dispatch import attention_backend\n"
+        'pipe.transformer.set_attention_backend("flex")\n'
+        'with attention_backend("flex"):\n    pipe(prompt)\n'
+        'os.environ["DIFFUSERS_ATTN_BACKEND"] = "flex"\n'
+    )
+    assert run(src) == src
+
+
 def test_attention_backend_calls_outside_diffusers_scripts_are_kept():
     src = 'import torch\nmodel.set_attention_backend("flash")\n'
     assert run(src) == src
