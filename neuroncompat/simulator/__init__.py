@@ -51,6 +51,7 @@ from neuroncompat.simulator import (
     distributed,
     flex_attention,
     hub_kernels,
+    integer_histc,
     native_device,
     nki_stub,
     state,
@@ -96,6 +97,7 @@ def register_backend() -> None:
     _registered.append(True)
     compile_backend.register()
     varlen_attention.register()
+    integer_histc.register()
     if torch.distributed.is_available():
         distributed.register()
 
