@@ -51,6 +51,12 @@ def test_the_tiny_model_keeps_every_kind_of_layer_and_the_head_layout():
     assert (jamba.num_hidden_layers, jamba.attn_layer_period, jamba.attn_layer_offset) == (2, 2, 1)
     mamba = tiny_config(transformers.MambaConfig())
     assert mamba.intermediate_size == mamba.expand * mamba.hidden_size == 128
+    mamba2 = tiny_config(transformers.Mamba2Config())  # SSM heads x head_dim span the inner width
+    assert mamba2.num_heads * mamba2.head_dim == mamba2.expand * mamba2.hidden_size
+    gpt2 = tiny_config(transformers.GPT2Config())  # `n_head`, and dropout off (the losses are compared)
+    assert (gpt2.n_head, gpt2.resid_pdrop, gpt2.attn_pdrop, gpt2.embd_pdrop) == (4, 0.0, 0.0, 0.0)
+    deepseek = tiny_config(transformers.DeepseekV3Config())  # MLA: rotary head_dim follows qk_rope_head_dim
+    assert deepseek.head_dim == deepseek.qk_rope_head_dim and deepseek.qk_head_dim == 16
 
 
 def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):

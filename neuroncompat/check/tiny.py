@@ -10,6 +10,9 @@ keeps every kind of layer the full model has: a ``layer_types`` list is cut to i
 holds each type once (Gemma 3's 5 sliding + 1 full: 6 layers; Qwen3-Next's 3 linear + 1 full: 4), a
 period/offset layout (Jamba's attention and expert layers) becomes period 2, offset 1; otherwise 2 layers.
 
+Dropout probabilities become 0: the device's generator is not the CPU's, and the training stages compare
+losses with the CPU's (the dropout layers still run).
+
 The config is rebuilt through its own class so that values derived in ``__init__`` (Mamba's inner width
 from ``expand``) follow the new sizes.
 """
@@ -34,6 +37,7 @@ _SIZES: dict[str, int] = {
     "moe_intermediate_size": WIDTH // 2,
     "shared_expert_intermediate_size": WIDTH // 2,
     "num_attention_heads": HEADS,
+    "n_head": HEADS,
     "head_dim": HEAD_DIM,
     "vocab_size": VOCAB,
     "max_position_embeddings": 256,
@@ -94,6 +98,12 @@ def tiny_values(values: dict[str, Any]) -> dict[str, Any]:
         out["num_key_value_heads"] = kv
     if isinstance(values.get("expand"), int) and "intermediate_size" in values:
         out["intermediate_size"] = values["expand"] * WIDTH
+    if isinstance(values.get("expand"), int) and isinstance(values.get("num_heads"), int) and "head_dim" in values:
+        out["num_heads"] = values["expand"] * WIDTH // HEAD_DIM  # Mamba 2: heads x head_dim spans the inner width
+    if isinstance(values.get("qk_rope_head_dim"), int):  # multi-head latent attention (DeepSeek-V2/V3)
+        out["head_dim"] = out["qk_rope_head_dim"]  # its rotary part, as the config derives it
+        if "qk_head_dim" in values:
+            out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
     for key in _EXPERTS:
         if isinstance(values.get(key), int) and values[key] > 1:
             out[key] = 4
@@ -109,6 +119,9 @@ def tiny_values(values: dict[str, Any]) -> dict[str, Any]:
         for key in ("mlp_only_layers",):
             if isinstance(values.get(key), list):
                 out[key] = [i for i in values[key] if i < depth]
+    for key, value in values.items():  # dropout draws from each device's own generator: no equal losses with it
+        if isinstance(value, float) and ("dropout" in key or key.endswith("pdrop")):
+            out[key] = 0.0
     for number, key in enumerate(_TOKEN_IDS):
         if isinstance(values.get(key), int) and values[key] >= VOCAB:
             out[key] = number
