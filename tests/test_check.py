@@ -55,6 +55,11 @@ def test_the_tiny_model_keeps_every_kind_of_layer_and_the_head_layout():
     assert mamba2.num_heads * mamba2.head_dim == mamba2.expand * mamba2.hidden_size
     gpt2 = tiny_config(transformers.GPT2Config())  # `n_head`, and dropout off (the losses are compared)
     assert (gpt2.n_head, gpt2.resid_pdrop, gpt2.attn_pdrop, gpt2.embd_pdrop) == (4, 0.0, 0.0, 0.0)
+    falcon_h1 = tiny_config(transformers.FalconH1Config())  # Mamba heads x head width = the inner width
+    assert falcon_h1.mamba_n_heads * falcon_h1.mamba_d_head == falcon_h1.mamba_expand * falcon_h1.hidden_size
+    bailing = tiny_config(transformers.BailingHybridConfig())  # every per-layer list cut alike
+    assert len(bailing.layer_types) == len(bailing.mlp_layer_types) == bailing.num_hidden_layers
+    assert set(bailing.mlp_layer_types) == set(transformers.BailingHybridConfig().mlp_layer_types)
     deepseek = tiny_config(transformers.DeepseekV3Config())  # MLA: rotary head_dim follows qk_rope_head_dim
     assert deepseek.head_dim == deepseek.qk_rope_head_dim and deepseek.qk_head_dim == 16
 

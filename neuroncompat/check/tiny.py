@@ -43,6 +43,7 @@ _SIZES: dict[str, int] = {
     "max_position_embeddings": 256,
     "state_size": 16,
     "d_state": 16,
+    "mamba_d_state": 16,
     "time_step_rank": 8,
     "linear_num_key_heads": 2,
     "linear_num_value_heads": 4,
@@ -68,13 +69,21 @@ def _kv_heads(heads: int | None, kv: int | None) -> int | None:
 
 
 def _depth(values: dict[str, Any]) -> dict[str, Any]:
-    """The shortest depth that keeps every kind of layer (see the module docstring)."""
-    layer_types = values.get("layer_types")
-    if isinstance(layer_types, list) and layer_types:
-        kinds = set(layer_types)
-        depth = next(i + 1 for i in range(len(layer_types)) if set(layer_types[: i + 1]) == kinds)
+    """The shortest depth that keeps every kind of layer (see the module docstring).
+
+    Every per-layer list of kinds (``layer_types``, ``mlp_layer_types``, ...: strings, one per layer) is cut to the
+    shortest prefix that holds each of its kinds, the longest such prefix over the lists (at most ``MAX_LAYERS``).
+    """
+    layers = values["num_hidden_layers"]
+    per_layer = {
+        key: value
+        for key, value in values.items()
+        if isinstance(value, list) and len(value) == layers > 1 and all(isinstance(kind, str) for kind in value)
+    }
+    if per_layer:
+        depth = max(next(i + 1 for i in range(len(v)) if set(v[: i + 1]) == set(v)) for v in per_layer.values())
         depth = min(depth, MAX_LAYERS)
-        return {"num_hidden_layers": depth, "layer_types": layer_types[:depth]}
+        return {"num_hidden_layers": depth, **{key: value[:depth] for key, value in per_layer.items()}}
     out: dict[str, Any] = {"num_hidden_layers": 2}
     for key, value in values.items():
         if key.endswith("_layer_period") and isinstance(value, int) and value > 1:
@@ -100,6 +109,12 @@ def tiny_values(values: dict[str, Any]) -> dict[str, Any]:
         out["intermediate_size"] = values["expand"] * WIDTH
     if isinstance(values.get("expand"), int) and isinstance(values.get("num_heads"), int) and "head_dim" in values:
         out["num_heads"] = values["expand"] * WIDTH // HEAD_DIM  # Mamba 2: heads x head_dim spans the inner width
+    if isinstance(values.get("mamba_n_heads"), int) and isinstance(values.get("mamba_d_head"), int):
+        expand = values.get("mamba_expand") if isinstance(values.get("mamba_expand"), int) else 2
+        out["mamba_d_head"] = HEAD_DIM  # Bamba, Granite-4, Falcon-H1: heads x head width = expand x width
+        out["mamba_n_heads"] = expand * WIDTH // HEAD_DIM
+        if isinstance(values.get("mamba_d_ssm"), int):  # Falcon-H1 names the inner width itself
+            out["mamba_d_ssm"] = expand * WIDTH
     if isinstance(values.get("qk_rope_head_dim"), int):  # multi-head latent attention (DeepSeek-V2/V3)
         out["head_dim"] = out["qk_rope_head_dim"]  # its rotary part, as the config derives it
         if "qk_head_dim" in values:
