@@ -62,6 +62,7 @@ def test_the_tiny_model_keeps_every_kind_of_layer_and_the_head_layout():
     assert set(bailing.mlp_layer_types) == set(transformers.BailingHybridConfig().mlp_layer_types)
     deepseek = tiny_config(transformers.DeepseekV3Config())  # MLA: rotary head_dim follows qk_rope_head_dim
     assert deepseek.head_dim == deepseek.qk_rope_head_dim and deepseek.qk_head_dim == 16
+    assert deepseek.n_routed_experts // deepseek.n_group == 2  # grouped routing keeps 2 experts per group
 
 
 def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):

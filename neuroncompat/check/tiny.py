@@ -122,6 +122,11 @@ def tiny_values(values: dict[str, Any]) -> dict[str, Any]:
     for key in _EXPERTS:
         if isinstance(values.get(key), int) and values[key] > 1:
             out[key] = 4
+    for key in ("n_group", "num_expert_group"):  # grouped routing (DeepSeek-V3 style): 2 groups of 2 experts
+        if isinstance(values.get(key), int) and values[key] > 1:
+            out[key] = 2
+            if isinstance(values.get("topk_group"), int):
+                out["topk_group"] = min(values["topk_group"], 2)
     if isinstance(values.get("num_experts_per_tok"), int):
         out["num_experts_per_tok"] = min(values["num_experts_per_tok"], 2)
     if isinstance(values.get("n_shared_experts"), int):
