@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-_MARK = {"pass": "ok", "fail": "FAIL", "skipped": "skipped"}
+_MARK = {"pass": "ok", "fail": "FAIL", "cpu-fails": "CPU too", "skipped": "skipped"}
 
 
 def _finding(f: dict[str, Any]) -> str:
@@ -16,7 +16,7 @@ def _stage_lines(stage: dict[str, Any]) -> list[str]:
     head = f"  {stage['stage']:<15} {_MARK[stage['status']]:<8}"
     if stage["status"] == "pass":
         lines = [f"{head} {stage['detail']}"]
-    elif stage["status"] == "fail":
+    elif stage["status"] in ("fail", "cpu-fails"):
         lines = [f"{head} {stage['error']}"]
         lines += [f"{'':<26} at {stage[key]}" for key in ("model_line", "innermost") if stage.get(key)]
     else:

@@ -110,7 +110,7 @@ def tiny_values(values: dict[str, Any]) -> dict[str, Any]:
     if isinstance(values.get("expand"), int) and isinstance(values.get("num_heads"), int) and "head_dim" in values:
         out["num_heads"] = values["expand"] * WIDTH // HEAD_DIM  # Mamba 2: heads x head_dim spans the inner width
     if isinstance(values.get("mamba_n_heads"), int) and isinstance(values.get("mamba_d_head"), int):
-        expand = values.get("mamba_expand") if isinstance(values.get("mamba_expand"), int) else 2
+        expand: int = values["mamba_expand"] if isinstance(values.get("mamba_expand"), int) else 2
         out["mamba_d_head"] = HEAD_DIM  # Bamba, Granite-4, Falcon-H1: heads x head width = expand x width
         out["mamba_n_heads"] = expand * WIDTH // HEAD_DIM
         if isinstance(values.get("mamba_d_ssm"), int):  # Falcon-H1 names the inner width itself

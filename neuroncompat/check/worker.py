@@ -44,6 +44,18 @@ RTOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2, torch.float16: 1e-2}
 _FINDING_KINDS = ("graph_break", "data_dependent", "cpu_fallback", "complex_on_device", "fp64_on_device")
 
 
+class CpuReferenceError(Exception):
+    """The same model failed on the CPU too: the stage says nothing about Neuron (the model's or the tiny config's
+    own problem)."""
+
+
+def _on_cpu(compute: Callable[[], Any]) -> Any:
+    try:
+        return compute()
+    except Exception as exc:
+        raise CpuReferenceError(f"{type(exc).__name__}: {exc}") from exc
+
+
 class _PatchLog(logging.Handler):
     """The ids of the shim patches that logged while a stage ran (each patch logs ``[id] ...`` once)."""
 
@@ -145,7 +157,7 @@ def run(config_path: Path) -> dict[str, Any]:
         def generate() -> str:
             prompt = _batch()[:1, :PROMPT_TOKENS]
             kwargs = dict(max_new_tokens=NEW_TOKENS, do_sample=False, cache_implementation="static")
-            cpu = state["cpu"].eval().generate(prompt, **kwargs)
+            cpu = _on_cpu(lambda: state["cpu"].eval().generate(prompt, **kwargs))
             device = state["neuron"].eval().generate(prompt.to("neuron"), **kwargs).cpu()
             if not torch.equal(cpu, device):
                 raise AssertionError(
@@ -155,7 +167,7 @@ def run(config_path: Path) -> dict[str, Any]:
 
         def train(compiled: bool) -> Callable[[], str]:
             def stage() -> str:
-                cpu = _step(state["cpu"], state["cpu"], "cpu")
+                cpu = _on_cpu(lambda: _step(state["cpu"], state["cpu"], "cpu"))
                 model = state["neuron"]
                 forward = torch.compile(model, backend="neuron") if compiled else model
                 device = _step(model, forward, "neuron")
@@ -185,6 +197,11 @@ def run(config_path: Path) -> dict[str, Any]:
             entry: dict[str, Any] = {"stage": name}
             try:
                 entry.update(status="pass", detail=stage())
+            except CpuReferenceError as exc:  # not a Neuron verdict: the CPU run of the same model fails
+                cause = exc.__cause__ or exc
+                entry.update(
+                    status="cpu-fails", error=f"the CPU fails too: {str(exc).splitlines()[0]}"[:500], **_where(cause)
+                )
             except Exception as exc:  # a stage's failure is its result; the next stage still runs
                 entry.update(
                     status="fail",
