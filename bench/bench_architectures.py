@@ -47,9 +47,10 @@ def check_one(model_type: str, cls: str, timeout: float) -> dict[str, Any]:
             result = check(directory, timeout=timeout)
         entry["stages"] = result["stages"]
         entry["parameters"] = result.get("parameters")
-    except CheckError as exc:
-        entry["error"] = str(exc).splitlines()[0][:300]
-        entry["detail"] = "\n".join(str(exc).splitlines()[1:])[-1500:]
+    except CheckError as exc:  # its message starts with the scratch directory: name the model type instead
+        message = str(exc).replace(str(exc.args[0]).split(":", 1)[0], model_type, 1) if exc.args else str(exc)
+        entry["error"] = message.splitlines()[0][:300]
+        entry["detail"] = "\n".join(message.splitlines()[1:])[-1500:]
     except Exception as exc:  # the default config itself cannot be built: a row, not a crash of the bench
         entry["error"] = f"{type(exc).__name__}: {exc}"[:300]
     entry["seconds"] = round(time.perf_counter() - start, 1)
