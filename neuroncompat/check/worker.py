@@ -143,8 +143,10 @@ def run(config_path: Path) -> dict[str, Any]:
     state: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="neuroncompat-check-model-") as directory:
         torch.manual_seed(0)
-        AutoModelForCausalLM.from_config(config, dtype=dtype).save_pretrained(directory)
-        result["parameters"] = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(directory).parameters())
+        built = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        built.save_pretrained(directory)
+        result["parameters"] = sum(p.numel() for p in built.parameters())
+        del built
 
         def load() -> str:
             state["cpu"] = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype)
