@@ -144,10 +144,14 @@ def test_memory_statistics_count_bytes_as_the_caching_allocator_does(neuron: obj
 
 
 def test_cores_keep_separate_statistics(neuron: object) -> None:
+    # 3 MiB on core 1: core 0's count must not see it. Core 0 is compared within less than that, not exactly: under
+    # pytest-xdist a thread left by an earlier test in this worker may allocate a few bytes on the current core
+    # meanwhile (CI saw +1024 bytes once).
+    size = 3 << 20
     before_zero, before_one = torch.accelerator.memory_allocated(0), torch.accelerator.memory_allocated(1)
-    on_one = torch.empty(1024, device="neuron:1")
-    assert torch.accelerator.memory_allocated(1) - before_one == 4096
-    assert torch.accelerator.memory_allocated(0) == before_zero
+    on_one = torch.empty(size, dtype=torch.uint8, device="neuron:1")
+    assert torch.accelerator.memory_allocated(1) - before_one == size
+    assert abs(torch.accelerator.memory_allocated(0) - before_zero) < size
     del on_one
 
 
