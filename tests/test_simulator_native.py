@@ -71,15 +71,17 @@ def test_lstm_cell_in_bf16(neuron: object) -> None:
     assert h.dtype == c.dtype == torch.bfloat16 and cell.weight_ih.grad is not None
 
 
-def test_plain_buffer_takes_device_data(neuron: object) -> None:
-    """FSDP's ``_move_states_to_device`` sets ``buffer.data`` on every CPU buffer."""
+def test_plain_buffer_data_assignment_across_the_cpu_is_refused_as_stock_torch(neuron: object) -> None:
+    """FSDP's ``_move_states_to_device`` sets ``buffer.data`` on every CPU buffer: refused for every PrivateUse1
+    device (tests/test_simulator_set_data.py; the shim's ``cross_device_data`` patch moves them instead)."""
     buf = torch.zeros(3)
-    buf.data = torch.ones(3, device="neuron")
-    assert buf.device == torch.device("neuron:0") and buf.sum().item() == 3.0
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        buf.data = torch.ones(3, device="neuron")
     rotary = torch.nn.Module()
     rotary.register_buffer("inv_freq", torch.arange(4.0))
-    rotary.inv_freq.data = rotary.inv_freq.data.to("neuron")
-    assert rotary.inv_freq.device.type == "neuron" and rotary.inv_freq.tolist() == [0.0, 1.0, 2.0, 3.0]
+    rotary.to("neuron")  # Module.to works: it replaces what it cannot assign
+    rotary.inv_freq.data = rotary.inv_freq.data * 2  # one device: values follow
+    assert rotary.inv_freq.device.type == "neuron" and rotary.inv_freq.tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
 def test_deepcopy_and_resize_keep_shapes(neuron: object) -> None:

@@ -33,7 +33,6 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/transformers/attention.h>
-#include <ATen/ops/_has_compatible_shallow_copy_type_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/copy_native.h>
@@ -1101,16 +1100,6 @@ at::Tensor& set_empty(at::Tensor& self) {
   return self;
 }
 
-// `param.data = t` across the CPU and a core: compatible, as CPU and CUDA tensors are
-// (torch_openreg overrides this op the same way; TorchNeuron's choice is not documented).
-bool compatible_shallow_copy(const at::Tensor& self, const at::Tensor& from) {
-  auto dense = [](const at::Tensor& t) {
-    return t.layout() == c10::kStrided && !t.is_quantized() && (t.device().is_cpu() || t.is_privateuseone());
-  };
-  if (dense(self) && dense(from)) return true;
-  return at::native::_has_compatible_shallow_copy_type(self, from);
-}
-
 // SDPA asks each backend which fused kernel to use; the CPU's answer, so scaled_dot_product_attention
 // runs the same CPU kernel (flash attention for CPU, or math) as on the CPU.
 int64_t sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
@@ -1292,7 +1281,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
   m.impl("set_", TORCH_FN(set_empty));
-  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(compatible_shallow_copy));
   m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
