@@ -743,3 +743,18 @@ def test_cross_device_data_stands_down(
         monkeypatch.setattr(owner, attribute, value)
     _assert_stands_down(shim, "cross_device_data", caplog)
     assert all(owner.__dict__[attribute] is value for owner, attribute, value in fixed)
+
+
+def test_parameter_identity_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    upstream = torch.nn.Module._apply
+
+    def _apply(self: Any, fn: Callable[..., Any], recurse: bool = True) -> Any:
+        """torch keeping each parameter object (torch.utils.swap_tensors) where `.data =` is refused."""
+        return upstream(self, fn, recurse)
+
+    monkeypatch.setattr(torch.nn.Module, "_apply", _apply)
+    methods = {name: torch.nn.Module.__dict__[name] for name in ("to", "cpu")}
+    _assert_stands_down(shim, "parameter_identity", caplog)
+    assert all(torch.nn.Module.__dict__[name] is method for name, method in methods.items())

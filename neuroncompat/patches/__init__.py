@@ -21,6 +21,7 @@ from neuroncompat.patches.dist_backend import DistBackend
 from neuroncompat.patches.dynamic_shapes import DynamicShapes
 from neuroncompat.patches.generate_inputs import GenerateInputs
 from neuroncompat.patches.kernels import Kernels
+from neuroncompat.patches.parameter_identity import ParameterIdentity
 from neuroncompat.patches.pipeline_device import PipelineDevice
 from neuroncompat.patches.precision import Precision
 from neuroncompat.patches.quantization import Quantization
@@ -60,5 +61,6 @@ PATCH_TYPES: tuple[type[Patch], ...] = (
     DiffusersComplex,
     DiffusersNeuronArtifact,
     CrossDeviceData,
+    ParameterIdentity,
     UnusedDevice,
 )
