@@ -118,7 +118,30 @@ def test_a_parameter_that_cannot_be_swapped_is_replaced_with_a_warning(
     with caplog.at_level(logging.INFO, logger="neuroncompat"):
         model.to("neuron")
     assert model.bias is not watched() and model.bias.device.type == "neuron"
-    assert "build the optimizer after the move" in caplog.text and "weak references" in caplog.text
+    assert "build the optimizer after the move" in caplog.text and "weakref" in caplog.text
+
+
+def test_an_lstm_keeps_its_parameters_and_trains_as_on_the_cpu(
+    shim: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``nn.LSTM`` holds weak references to its weights; ``RNNBase._apply`` drops them before the swap."""
+    shim.apply()
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4, batch_first=True)
+    reference = torch.nn.LSTM(3, 4, batch_first=True)
+    reference.load_state_dict(lstm.state_dict())
+    params = list(lstm.parameters())
+    optimizer = torch.optim.SGD(lstm.parameters(), lr=0.5)
+    reference_optimizer = torch.optim.SGD(reference.parameters(), lr=0.5)
+    with caplog.at_level(logging.INFO, logger="neuroncompat"):
+        lstm.to("neuron")
+    assert list(lstm.parameters()) == params and "WARNING" not in caplog.text
+    x = torch.linspace(-1, 1, 2 * 5 * 3).reshape(2, 5, 3)
+    for model, opt, device in ((lstm, optimizer, "neuron"), (reference, reference_optimizer, "cpu")):
+        model(x.to(device))[0].square().sum().backward()
+        opt.step()
+    for ours, cpu in zip(lstm.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(ours.detach().cpu(), cpu.detach())
 
 
 def test_moves_on_one_device_are_torchs_own(shim: ModuleType, caplog: pytest.LogCaptureFixture) -> None:

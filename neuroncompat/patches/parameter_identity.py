@@ -21,8 +21,8 @@ between the CPU and a NeuronCore *and* torch refuses ``.data =`` for that pair. 
 assignment (a TorchNeuron that overrides the check), or the move stays on one device, torch's path runs
 unchanged; so the patch is right under either reading. An explicit user choice wins: with
 ``torch.__future__.set_overwrite_module_params_on_conversion(True)`` (replacement asked for) or the swap flag
-already set, nothing is changed. Where identity cannot be kept (a parameter that is a tensor subclass or has
-weak references, or a swap torch refuses because something else holds the tensor), torch's replacing path runs
+already set, nothing is changed. Where identity cannot be kept (a parameter that is a tensor subclass, or a swap
+torch refuses: a weak reference the user holds, another holder of the tensor), torch's replacing path runs
 and one WARNING says that an optimizer made before the move will not train the model.
 Stands down where ``nn.Module._apply`` no longer replaces parameters (upstream swapping or assigning by default).
 
@@ -40,7 +40,6 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -95,7 +94,7 @@ class ParameterIdentity(Patch):
         where = f"{type(module).__name__}.to({device.type})"
         blocked = [p for p in crossing if not _swappable(p)]
         if blocked:
-            cause = "a parameter is a tensor subclass or has weak references"
+            cause = "a parameter or its gradient is a tensor subclass"
             return self._replaced(original, module, where, cause, args, kwargs)
         _active.on = True
         torch.__future__.set_swap_module_params_on_conversion(True)
@@ -194,11 +193,12 @@ def _refused_moves(module: Any, device: Any) -> list[Any]:
 
 
 def _swappable(param: Any) -> bool:
+    """A plain parameter (and gradient): ``_apply``'s swap would turn a tensor subclass into a plain Parameter.
+
+    Weak references are not checked here: ``RNNBase._apply`` drops its own before the swap; any other makes
+    torch's swap raise, and the move falls back to torch's replacing path with the warning.
+    """
     import torch
 
     grad = param.grad
-    return (
-        type(param) is torch.nn.Parameter
-        and weakref.getweakrefcount(param) == 0
-        and (grad is None or (type(grad) is torch.Tensor and weakref.getweakrefcount(grad) == 0))
-    )
+    return type(param) is torch.nn.Parameter and (grad is None or type(grad) is torch.Tensor)
