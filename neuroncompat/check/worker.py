@@ -1,8 +1,9 @@
 """The stages of ``neuroncompat check``, run in a fresh process on the simulated device with the shim.
 
-``python -m neuroncompat.check.worker CONFIG_JSON OUT_JSON`` (the ``check`` command starts it with
-``NEURONCOMPAT_SIMULATE=1``). Each stage runs the tiny model as a user's script would on a trn2 and the
-same weights on the CPU, and compares:
+``python -m neuroncompat.check.worker CONFIG_JSON OUT_JSON [CONFIG_JSON OUT_JSON ...]`` (the ``check`` command
+starts it with ``NEURONCOMPAT_SIMULATE=1``; several pairs check several models in turn in one process, which
+saves each later model the process's start: imports and Dynamo's first compile). Each stage runs the tiny model
+as a user's script would on a trn2 and the same weights on the CPU, and compares:
 
 1. ``load``: ``from_pretrained(dir, device_map="neuron", dtype=<config dtype>)``; every parameter must be
    on the device;
@@ -33,6 +34,7 @@ from typing import Any
 import torch
 
 import neuroncompat  # noqa: F401  (the shim, as a user's script starts it)
+from neuroncompat import shim
 from neuroncompat.check.tiny import VOCAB, tiny_config
 from neuroncompat.simulate import record
 
@@ -126,6 +128,7 @@ def _step(model: torch.nn.Module, forward: Callable[..., Any], device: str) -> t
 def run(config_path: Path) -> dict[str, Any]:
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    began = time.perf_counter()
     full = AutoConfig.from_pretrained(config_path)
     config = tiny_config(full)
     dtype = config.dtype if isinstance(getattr(config, "dtype", None), torch.dtype) else torch.float32
@@ -214,12 +217,21 @@ def run(config_path: Path) -> dict[str, Any]:
             entry.update(_delta(before, recorder.snapshot()))
             entry["patches"] = list(patches.ids)
             result["stages"].append(entry)
+    logging.getLogger("neuroncompat").removeHandler(patches)  # a later model in this process has its own
+    result["seconds"] = round(time.perf_counter() - began, 2)  # this model's, without the process's start
     return result
 
 
 def main() -> None:
-    config_path, out_path = Path(sys.argv[1]), Path(sys.argv[2])
-    out_path.write_text(json.dumps(run(config_path), indent=1))
+    """Check each ``CONFIG_JSON OUT_JSON`` pair in turn; a model that cannot be checked writes its ``error``."""
+    pairs = sys.argv[1:]
+    for config_path, out_path in zip(pairs[::2], pairs[1::2]):
+        shim.log_changes_again()  # each model's report names the patches that acted for it
+        try:
+            result = run(Path(config_path))
+        except Exception:  # the config cannot be shrunk or built: this model's answer, the next one still runs
+            result = {"error": "\n".join(traceback.format_exc().strip().splitlines()[-15:])}
+        Path(out_path).write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
