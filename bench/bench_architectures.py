@@ -43,7 +43,7 @@ CI_SUBSET: dict[str, str] = {
     "llama": "dense, the reference decoder",
     "phi3": "dense, fused qkv and gate-up projections",
     "qwen3_moe": "MoE through transformers' grouped experts",
-    "mixtral": "MoE, sliding-window attention",
+    "phimoe": "MoE that samples its experts in training (sparsemixer): random draws in the step",
     "deepseek_v3": "MoE with grouped routing and a shared expert, multi-head latent attention",
     "gpt_oss": "MoE, attention sinks, alternating sliding and full attention",
     "gemma3_text": "5 sliding-window layers to 1 full-attention layer",

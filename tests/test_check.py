@@ -108,3 +108,30 @@ def test_text_report_and_a_clear_error_for_a_missing_config(tmp_path):
     empty.mkdir()
     code, output = _check(empty, "text")
     assert code == 1 and "no config.json in this directory" in output
+
+
+def test_a_training_step_that_draws_random_numbers_draws_the_same_on_the_cpu_reference(neuron):
+    """Phi-MoE samples its experts in training (sparsemixer: Gumbel noise, ``rand_like``); the device's generator is
+    not the CPU's, so the check's CPU reference draws on the device: same seed, same numbers, same loss. Its other
+    seeded ops (the CPU's fused attention) keep the CPU's values and move the device's generator on as the device
+    step does."""
+    import torch
+
+    from neuroncompat.check.worker import _DrawsOnDevice
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        noise = torch.empty_like(x).exponential_().log()
+        attention = torch.nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True)
+        return attention + noise + torch.rand_like(x)
+
+    x = torch.randn(1, 2, 8, 4)
+    draws = _DrawsOnDevice()
+    torch.manual_seed(0)
+    with draws:
+        cpu = step(x)
+    torch.manual_seed(0)
+    device = step(x.to("neuron")).cpu()
+    assert draws.draws == 2
+    torch.testing.assert_close(device, cpu, rtol=0, atol=1e-6)
+    torch.manual_seed(0)
+    assert not torch.allclose(step(x), cpu)  # the CPU's own draws are other numbers

@@ -10,7 +10,11 @@ as a user's script would on a trn2 and the same weights on the CPU, and compares
 2. ``generate``: greedy ``generate`` with ``cache_implementation="static"`` (the cache the shim and
    TorchNeuron's guide ask for), 6 new tokens from a fixed 8-token prompt; the tokens must equal the CPU's;
 3. ``train-eager`` and ``train-compiled`` (``torch.compile(model, backend="neuron")``): one forward and
-   backward on a fixed batch; loss and gradient norm within ``rtol`` of the CPU's eager ones.
+   backward on a fixed batch; loss and gradient norm within ``rtol`` of the CPU's eager ones. A model that draws
+   random numbers in training (Phi-MoE's sparsemixer samples its experts) would draw different ones on the
+   device: its generator is not the CPU's, on a trn2 as in the simulator (docs/simulator.md, RNG values). So
+   both steps start from the same seed and the CPU reference makes its draws on the device
+   (:class:`_DrawsOnDevice`): the two steps then see the same random numbers, and any difference is the device's.
 
 What a stage compiled, and the findings the dry run's recorder saw while it ran (graph breaks with
 Dynamo's reason, data-dependent-shape ops, CPU-fallback ops, complex/fp64 tensors on the device), are
@@ -21,6 +25,7 @@ the model's own code (``transformers/models/...``) and the innermost frame overa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -32,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 import neuroncompat  # noqa: F401  (the shim, as a user's script starts it)
 from neuroncompat import shim
@@ -105,6 +112,58 @@ def _delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# The ops whose values are random draws. aten's tag `nondeterministic_seeded` also marks ops that draw only for
+# dropout (the CPU's fused attention): those keep the CPU's values.
+_DRAWS = frozenset(
+    getattr(torch.ops.aten, name)
+    for name in (
+        "bernoulli", "bernoulli_", "cauchy_", "exponential_", "geometric_", "log_normal_", "multinomial",
+        "native_dropout", "normal", "normal_", "poisson", "rand", "rand_like", "randint", "randint_like", "randn",
+        "randn_like", "random_", "randperm", "uniform_",
+    )
+)  # fmt: skip
+_SEED = 0
+
+
+def _to_device(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.to("neuron")
+    return torch.device("neuron") if isinstance(x, torch.device) else x
+
+
+class _DrawsOnDevice(TorchDispatchMode):
+    """Run the CPU reference's random draws on the device, with the device's generator.
+
+    The device step, seeded alike, then draws the same numbers in the same order. Every other op tagged
+    ``nondeterministic_seeded`` (fused attention, whose dropout draws) keeps the CPU's value but also runs on
+    the device, its result dropped: the device's generator moves on for such an op, dropout or not (the
+    simulator's contract: an op advances the offset by its value count, docs/simulator.md), and so it must here
+    as in the device step. A draw with an explicit generator (the fixed batch) is left alone. ``draws`` counts
+    the draws moved, for the report: with none, the CPU reference is the CPU's alone.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.draws = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        seeded = torch.Tag.nondeterministic_seeded in func.tags
+        if not seeded or kwargs.get("generator") is not None:
+            return func(*args, **kwargs)
+        if func.overloadpacket not in _DRAWS:
+            # the device's generator moves on; should the op fail there, the device step says so, not the reference
+            with contextlib.suppress(Exception):
+                func(*tree_map(_to_device, args), **tree_map(_to_device, kwargs))
+            return func(*args, **kwargs)
+        self.draws += 1
+        device_args, device_kwargs = tree_map(_to_device, args), tree_map(_to_device, kwargs)
+        out = func(*device_args, **device_kwargs)
+        if func._schema.is_mutable and isinstance(args[0], torch.Tensor):  # in place: fill the CPU tensor
+            return args[0].copy_(device_args[0])
+        return tree_map(lambda x: x.cpu() if isinstance(x, torch.Tensor) else x, out)
+
+
 def _close(device: float, cpu: float, dtype: torch.dtype) -> bool:
     return abs(device - cpu) <= RTOL.get(dtype, 1e-4) * max(abs(cpu), 1e-6)
 
@@ -172,15 +231,24 @@ def run(config_path: Path) -> dict[str, Any]:
 
         def train(compiled: bool) -> Callable[[], str]:
             def stage() -> str:
-                cpu = _on_cpu(lambda: _step(state["cpu"], state["cpu"], "cpu"))
+                draws = _DrawsOnDevice()
+
+                def reference() -> tuple[float, float]:
+                    torch.manual_seed(_SEED)  # seeds the CPU and every core
+                    with draws:
+                        return _step(state["cpu"], state["cpu"], "cpu")
+
+                cpu = _on_cpu(reference)
                 model = state["neuron"]
                 forward = torch.compile(model, backend="neuron") if compiled else model
+                torch.manual_seed(_SEED)
                 device = _step(model, forward, "neuron")
                 if not (_close(device[0], cpu[0], dtype) and _close(device[1], cpu[1], dtype)):
                     raise AssertionError(
                         f"loss {device[0]:.6g}, grad norm {device[1]:.6g} vs the CPU's {cpu[0]:.6g}, {cpu[1]:.6g}"
                     )
-                return f"loss {device[0]:.6g}, grad norm {device[1]:.6g} (CPU {cpu[0]:.6g}, {cpu[1]:.6g})"
+                same = f"; {draws.draws} random draws, the same on both" if draws.draws else ""
+                return f"loss {device[0]:.6g}, grad norm {device[1]:.6g} (CPU {cpu[0]:.6g}, {cpu[1]:.6g}){same}"
 
             return stage
 
