@@ -135,3 +135,20 @@ def test_a_training_step_that_draws_random_numbers_draws_the_same_on_the_cpu_ref
     torch.testing.assert_close(device, cpu, rtol=0, atol=1e-6)
     torch.manual_seed(0)
     assert not torch.allclose(step(x), cpu)  # the CPU's own draws are other numbers
+
+
+def test_a_compiled_stage_names_the_error_dynamo_wrapped():
+    """Dynamo reports an op that fails on fake tensors as "RuntimeError when making fake tensor call": the check's
+    error line names the op's own error too (docs/architectures.md, inkling_text)."""
+    import torch
+
+    from neuroncompat.check.worker import _message
+
+    def step(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.mm(a, b) + 1
+
+    with pytest.raises(Exception) as raised:
+        torch.compile(step, backend="eager", fullgraph=True)(torch.ones(2, 3), torch.ones(4, 5))
+    message = _message(raised.value)
+    assert message.startswith("RuntimeError when making fake tensor call (RuntimeError: ")
+    assert "must have same reduction dim" in message

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sys
 import tempfile
 import time
@@ -93,6 +94,15 @@ def _where(exc: BaseException) -> dict[str, str | None]:
         return f"{'/'.join(tail)}:{frame.lineno}"
 
     return {"model_line": short(model), "innermost": short(last)}
+
+
+def _message(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, and the error Dynamo wrapped where it wrapped one: a compiled step's
+    "RuntimeError when making fake tensor call" says nothing until it names the op's own error."""
+    text = str(exc)
+    first = text.splitlines()[0] if text else ""
+    inner = re.search(r"\): got (\w+)\((['\"])(.*?)\2\)", text, re.DOTALL)
+    return f"{first} ({inner.group(1)}: {inner.group(3)})" if inner else first
 
 
 def _delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -278,7 +288,7 @@ def run(config_path: Path) -> dict[str, Any]:
             except Exception as exc:  # a stage's failure is its result; the next stage still runs
                 entry.update(
                     status="fail",
-                    error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500],
+                    error=f"{type(exc).__name__}: {_message(exc)}"[:500],
                     **_where(exc),
                 )
             entry["seconds"] = round(time.perf_counter() - start, 2)
