@@ -18,6 +18,13 @@ transformers = pytest.importorskip("transformers")
 
 from neuroncompat.check.tiny import tiny_config  # noqa: E402
 
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "neuroncompat/check/report.schema.json").read_text())
+
+
+def _validate(document: dict) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator(SCHEMA).validate(document)
+
 
 def _save(tmp_path: Path, config: object) -> Path:
     config.save_pretrained(tmp_path)  # type: ignore[attr-defined]
@@ -68,6 +75,7 @@ def test_the_tiny_model_keeps_every_kind_of_layer_and_the_head_layout():
 def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):
     code, output = _check(_save(tmp_path, transformers.LlamaConfig(architectures=["LlamaForCausalLM"])))
     assert code == 0, output
+    _validate(json.loads(output))
     stages = _stages(output)
     assert [s["status"] for s in stages.values()] == ["pass"] * 4
     assert stages["load"]["detail"].endswith("on neuron:0")
@@ -152,3 +160,26 @@ def test_a_compiled_stage_names_the_error_dynamo_wrapped():
     message = _message(raised.value)
     assert message.startswith("RuntimeError when making fake tensor call (RuntimeError: ")
     assert "must have same reduction dim" in message
+
+
+def test_the_json_report_of_failing_stages_validates_against_its_schema(tmp_path):
+    """The schema ships in the package (neuroncompat/check/report.schema.json); a passing report is validated above.
+    Bamba's tiny model fails on the CPU too from generate on (``cpu-fails``: no Neuron verdict); Doge fails on the
+    device (tests/test_simulator_sdpa_mask_grad.py). Both in one worker process, as the CLI prints them."""
+    from importlib.resources import files
+
+    from neuroncompat.check import check_many
+    from neuroncompat.check.report import render_json
+
+    assert json.loads((files("neuroncompat.check") / "report.schema.json").read_text()) == SCHEMA
+    models = [
+        _save(tmp_path / "bamba", transformers.BambaConfig(architectures=["BambaForCausalLM"])),
+        _save(tmp_path / "doge", transformers.DogeConfig(architectures=["DogeForCausalLM"])),
+    ]
+    documents = [json.loads(render_json(result)) for result in check_many([str(m) for m in models])]
+    for document in documents:
+        _validate(document)
+    bamba = {stage["stage"]: stage for stage in documents[0]["stages"]}
+    assert documents[0]["schema"] == "neuroncompat.check/1" and documents[0]["exit_code"] == 1
+    assert bamba["generate"]["status"] == "cpu-fails"
+    assert bamba["generate"]["error"].startswith("the CPU fails too: ValueError: `get_seq_length`")

@@ -31,6 +31,8 @@ from typing import Any
 from neuroncompat.check.worker_env import worker_environment
 
 TIMEOUT_S = 600
+# the JSON report's schema (``check --format json``): neuroncompat/check/report.schema.json, shipped in the package
+SCHEMA = "neuroncompat.check/1"
 
 
 class CheckError(Exception):
@@ -94,7 +96,7 @@ def check_many(models: list[str], timeout: float = TIMEOUT_S) -> list[dict[str, 
             if "error" in result:
                 results.append(CheckError(f"{model}: the check stopped before any result:\n{result['error']}"))
                 continue
-            result["model"] = model
+            result = {"schema": SCHEMA, "model": model, **result}
             result["exit_code"] = 0 if all(s["status"] == "pass" for s in result["stages"]) else 1
             results.append(result)
     return results
