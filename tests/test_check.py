@@ -31,9 +31,9 @@ def _save(tmp_path: Path, config: object) -> Path:
     return tmp_path
 
 
-def _check(model: Path, fmt: str = "json") -> tuple[int, str]:
+def _check(model: Path, fmt: str = "json", *options: str) -> tuple[int, str]:
     done = subprocess.run(
-        [sys.executable, "-m", "neuroncompat.cli", "check", "--format", fmt, str(model)],
+        [sys.executable, "-m", "neuroncompat.cli", "check", "--format", fmt, *options, str(model)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -73,11 +73,16 @@ def test_the_tiny_model_keeps_every_kind_of_layer_and_the_head_layout():
 
 
 def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):
-    code, output = _check(_save(tmp_path, transformers.LlamaConfig(architectures=["LlamaForCausalLM"])))
+    config = transformers.LlamaConfig(architectures=["LlamaForCausalLM"])
+    code, output = _check(_save(tmp_path, config), "json", "--tensor-parallel")
     assert code == 0, output
     _validate(json.loads(output))
     stages = _stages(output)
-    assert [s["status"] for s in stages.values()] == ["pass"] * 4
+    assert [s["status"] for s in stages.values()] == ["pass"] * 5
+    # Llama's plan splits the attention and MLP projections (16 of the tiny model's 21 parameters) over 2 ranks
+    assert stages["tensor-parallel"]["detail"].startswith(
+        "2 ranks, 16 of 21 parameters sharded; 6 greedy tokens equal the CPU's; loss "
+    )
     assert stages["load"]["detail"].endswith("on neuron:0")
     assert stages["generate"]["detail"] == "6 greedy tokens equal the CPU's"
     assert stages["generate"]["graphs"] == 1  # transformers compiles the static-cache decode step
@@ -92,9 +97,15 @@ def test_gemma3_sliding_and_full_attention_layers_pass(tmp_path):
 
 
 def test_mamba_passes_on_the_reference_scan(tmp_path):
-    code, output = _check(_save(tmp_path, transformers.MambaConfig(architectures=["MambaForCausalLM"])))
+    code, output = _check(
+        _save(tmp_path, transformers.MambaConfig(architectures=["MambaForCausalLM"])), "json", "--tensor-parallel"
+    )
     assert code == 0, output
-    assert _stages(output)["train-compiled"]["status"] == "pass"
+    _validate(json.loads(output))
+    stages = _stages(output)
+    assert stages["train-compiled"]["status"] == "pass"
+    assert stages["tensor-parallel"]["status"] == "skipped"  # Mamba has no tensor-parallel plan: nothing to split
+    assert stages["tensor-parallel"]["detail"] == "no tensor-parallel plan in the config (base_model_tp_plan)"
 
 
 def test_a_moe_model_passes_through_transformers_grouped_experts(tmp_path):

@@ -1,6 +1,6 @@
 """The stages of ``neuroncompat check``, run in a fresh process on the simulated device with the shim.
 
-``python -m neuroncompat.check.worker CONFIG_JSON OUT_JSON [CONFIG_JSON OUT_JSON ...]`` (the ``check`` command
+``python -m neuroncompat.check.worker [--tensor-parallel] CONFIG_JSON OUT_JSON [CONFIG_JSON OUT_JSON ...]`` (the ``check`` command
 starts it with ``NEURONCOMPAT_SIMULATE=1``; several pairs check several models in turn in one process, which
 saves each later model the process's start: imports and Dynamo's first compile). Each stage runs the tiny model
 as a user's script would on a trn2 and the same weights on the CPU, and compares:
@@ -15,6 +15,11 @@ as a user's script would on a trn2 and the same weights on the CPU, and compares
    device: its generator is not the CPU's, on a trn2 as in the simulator (docs/simulator.md, RNG values). So
    both steps start from the same seed and the CPU reference makes its draws on the device
    (:class:`_DrawsOnDevice`): the two steps then see the same random numbers, and any difference is the device's.
+4. ``tensor-parallel`` (with ``--tensor-parallel``; skipped where the config has no ``base_model_tp_plan``): the
+   same weights split over 2 ranks with ``DistributedConfig(tp_size=2)`` under ``torchrun``
+   (:mod:`neuroncompat.check.tp_rank`), one core each; every rank's greedy tokens (default cache) must equal the
+   CPU's, and its training step's loss and gradient norm must be within ``rtol`` of the CPU's. The ranks are
+   other processes: the stage's graphs and findings are not recorded.
 
 What a stage compiled, and the findings the dry run's recorder saw while it ran (graph breaks with
 Dynamo's reason, data-dependent-shape ops, CPU-fallback ops, complex/fp64 tensors on the device), are
@@ -29,6 +34,8 @@ import contextlib
 import json
 import logging
 import re
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +53,8 @@ from neuroncompat import shim
 from neuroncompat.check.tiny import VOCAB, tiny_config
 from neuroncompat.simulate import record
 
-STAGES = ("load", "generate", "train-eager", "train-compiled")
+STAGES = ("load", "generate", "train-eager", "train-compiled", "tensor-parallel")
+TP_TIMEOUT_S = 300
 PROMPT_TOKENS = 8
 NEW_TOKENS = 6
 # fp32 on the simulator runs the CPU's kernels: equal up to reduction order in compiled graphs
@@ -57,6 +65,40 @@ _FINDING_KINDS = ("graph_break", "data_dependent", "cpu_fallback", "complex_on_d
 class CpuReferenceError(Exception):
     """The same model failed on the CPU too: the stage says nothing about Neuron (the model's or the tiny config's
     own problem)."""
+
+
+class _Skipped(Exception):
+    """The stage does not apply to this model (no tensor-parallel plan): its message says why."""
+
+
+class _RankError(Exception):
+    """A tensor-parallel rank failed: its error and where, read from the ranks' output."""
+
+    def __init__(self, message: str, where: dict[str, str | None]) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def _rank_error(returncode: int, output: str) -> _RankError:
+    """The ranks' first real error in torchrun's output (a traceback's last line), with its model and innermost
+    frames; torchrun's own ``ChildFailedError`` summary is not the cause."""
+    errors = [
+        line.strip()
+        for line in output.splitlines()
+        if re.match(r"^\s*(\[rank\d+\]:\s*)?[\w.]*(Error|Exception)\b.*:", line) and "ChildFailedError" not in line
+    ]
+    frames = re.findall(r'File "([^"]+)", line (\d+)', output)
+
+    def short(frame: tuple[str, str] | None) -> str | None:
+        if frame is None:
+            return None
+        parts = Path(frame[0]).parts
+        tail = parts[parts.index("site-packages") + 1 :] if "site-packages" in parts else parts[-2:]
+        return f"{'/'.join(tail)}:{frame[1]}"
+
+    model = next((f for f in reversed(frames) if "/transformers/models/" in f[0]), None)
+    message = re.sub(r"^\[rank\d+\]:\s*", "", errors[0]) if errors else f"the 2 ranks exited with {returncode}"
+    return _RankError(message, {"model_line": short(model), "innermost": short(frames[-1] if frames else None)})
 
 
 def _on_cpu(compute: Callable[[], Any]) -> Any:
@@ -194,7 +236,7 @@ def _step(model: torch.nn.Module, forward: Callable[..., Any], device: str) -> t
     return float(loss.detach().float().cpu()), float(torch.stack(grads).norm().cpu())
 
 
-def run(config_path: Path) -> dict[str, Any]:
+def run(config_path: Path, tensor_parallel: bool = False) -> dict[str, Any]:
     from transformers import AutoConfig, AutoModelForCausalLM
 
     began = time.perf_counter()
@@ -262,12 +304,59 @@ def run(config_path: Path) -> dict[str, Any]:
 
             return stage
 
+        def tensor_parallel_stage() -> str:
+            if not getattr(config, "base_model_tp_plan", None):
+                raise _Skipped("no tensor-parallel plan in the config (base_model_tp_plan)")
+            prompt = _batch()[:1, :PROMPT_TOKENS]
+            tokens = _on_cpu(
+                lambda: state["cpu"].eval().generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False)[0].tolist()
+            )
+            draws = _DrawsOnDevice()
+
+            def reference() -> tuple[float, float]:
+                torch.manual_seed(_SEED)
+                with draws:
+                    return _step(state["cpu"], state["cpu"], "cpu")
+
+            cpu = _on_cpu(reference)
+            with tempfile.TemporaryDirectory(prefix="neuroncompat-check-tp-") as scratch:
+                prefix = str(Path(scratch) / "rank")
+                with socket.socket() as free:
+                    free.bind(("127.0.0.1", 0))
+                    port = free.getsockname()[1]
+                command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+                command += ["--master_port", str(port), "-m", "neuroncompat.check.tp_rank", directory, prefix]
+                done = subprocess.run(command, capture_output=True, text=True, timeout=TP_TIMEOUT_S)
+                if done.returncode != 0:
+                    raise _rank_error(done.returncode, done.stderr + done.stdout)
+                ranks = [json.loads(Path(f"{prefix}.{rank}.json").read_text()) for rank in (0, 1)]
+            for r in ranks:
+                if r["devices"] != [f"neuron:{r['rank']}"] or not r["sharded"]:
+                    raise AssertionError(f"rank {r['rank']}: {r['sharded']} parameters sharded, on {r['devices']}")
+                if r["tokens"] != tokens:
+                    raise AssertionError(
+                        f"rank {r['rank']}'s tokens differ from the CPU's: {r['tokens'][PROMPT_TOKENS:]} vs "
+                        f"{tokens[PROMPT_TOKENS:]}"
+                    )
+                if not (_close(r["loss"], cpu[0], dtype) and _close(r["grad_norm"], cpu[1], dtype)):
+                    raise AssertionError(
+                        f"rank {r['rank']}: loss {r['loss']:.6g}, grad norm {r['grad_norm']:.6g} vs the CPU's "
+                        f"{cpu[0]:.6g}, {cpu[1]:.6g}"
+                    )
+            return (
+                f"2 ranks, {ranks[0]['sharded']} of {ranks[0]['parameters']} parameters sharded; {NEW_TOKENS} greedy "
+                f"tokens equal the CPU's; loss {ranks[0]['loss']:.6g}, grad norm {ranks[0]['grad_norm']:.6g} "
+                f"(CPU {cpu[0]:.6g}, {cpu[1]:.6g})"
+            )
+
         stages: dict[str, Callable[[], str]] = {
             "load": load,
             "generate": generate,
             "train-eager": train(False),
             "train-compiled": train(True),
         }
+        if tensor_parallel:
+            stages["tensor-parallel"] = tensor_parallel_stage
         for name, stage in stages.items():
             needs = "load" if name != "load" else None
             if needs and "neuron" not in state:
@@ -280,6 +369,10 @@ def run(config_path: Path) -> dict[str, Any]:
             entry: dict[str, Any] = {"stage": name}
             try:
                 entry.update(status="pass", detail=stage())
+            except _Skipped as exc:
+                entry.update(status="skipped", detail=str(exc))
+            except _RankError as exc:
+                entry.update(status="fail", error=str(exc)[:500], **exc.where)
             except CpuReferenceError as exc:  # not a Neuron verdict: the CPU run of the same model fails
                 cause = exc.__cause__ or exc
                 entry.update(
@@ -303,10 +396,12 @@ def run(config_path: Path) -> dict[str, Any]:
 def main() -> None:
     """Check each ``CONFIG_JSON OUT_JSON`` pair in turn; a model that cannot be checked writes its ``error``."""
     pairs = sys.argv[1:]
+    tensor_parallel = bool(pairs) and pairs[0] == "--tensor-parallel"
+    pairs = pairs[1:] if tensor_parallel else pairs
     for config_path, out_path in zip(pairs[::2], pairs[1::2]):
         shim.log_changes_again()  # each model's report names the patches that acted for it
         try:
-            result = run(Path(config_path))
+            result = run(Path(config_path), tensor_parallel)
         except Exception:  # the config cannot be shrunk or built: this model's answer, the next one still runs
             result = {"error": "\n".join(traceback.format_exc().strip().splitlines()[-15:])}
         Path(out_path).write_text(json.dumps(result, indent=1))
