@@ -82,12 +82,18 @@ class _RankError(Exception):
 def _rank_error(returncode: int, output: str) -> _RankError:
     """The ranks' first real error in torchrun's output (a traceback's last line), with its model and innermost
     frames; torchrun's own ``ChildFailedError`` summary is not the cause."""
-    errors = [
-        line.strip()
-        for line in output.splitlines()
-        if re.match(r"^\s*(\[rank\d+\]:\s*)?[\w.]*(Error|Exception)\b.*:", line) and "ChildFailedError" not in line
-    ]
-    frames = re.findall(r'File "([^"]+)", line (\d+)', output)
+    lines = output.splitlines()
+    first = next(
+        (
+            n
+            for n, line in enumerate(lines)
+            if re.match(r"^\s*(\[rank\d+\]:\s*)?[\w.]*(Error|Exception)\b.*:", line) and "ChildFailedError" not in line
+        ),
+        None,
+    )
+    errors = [lines[first].strip()] if first is not None else []
+    # the frames of that traceback: torchrun's own traceback (ChildFailedError) comes after it
+    frames = re.findall(r'File "([^"]+)", line (\d+)', "\n".join(lines[:first]))
 
     def short(frame: tuple[str, str] | None) -> str | None:
         if frame is None:
