@@ -212,13 +212,19 @@ def simulate(
     show_default=True,
     help="Report format.",
 )
+@click.option(
+    "--tensor-parallel",
+    is_flag=True,
+    help="Also load MODEL's architecture split over 2 ranks with DistributedConfig(tp_size=2) under torchrun, "
+    "generate and take a training step, compared with the CPU (where the config has a tensor-parallel plan).",
+)
 @click.argument("model")
-def check(fmt: str, model: str) -> None:
+def check(fmt: str, tensor_parallel: bool, model: str) -> None:
     from neuroncompat import check as preflight
     from neuroncompat.check import report as check_report
 
     try:
-        result = preflight.check(model)
+        result = preflight.check(model, tensor_parallel=tensor_parallel)
     except preflight.CheckError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(check_report.RENDERERS[fmt](result))

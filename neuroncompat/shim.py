@@ -265,6 +265,18 @@ def revert() -> None:
         _active = _inactive = False
 
 
+def log_changes_again() -> None:
+    """Have every patch log its changes again, as in a fresh process.
+
+    Each patch logs a distinct change once per process; ``neuroncompat check`` reports the patches that logged
+    during each stage, so a process that checks several models in turn calls this between them (each model's
+    report then names the patches that acted for it, as a process of its own would).
+    """
+    with _lock:
+        for patch in _patches.values():
+            patch._logged.clear()
+
+
 def status() -> dict[str, PatchStatus]:
     """Each patch's state: waiting (target not imported yet), applied, stood-down, disabled, inactive, failed."""
     with _lock:

@@ -18,15 +18,22 @@ transformers = pytest.importorskip("transformers")
 
 from neuroncompat.check.tiny import tiny_config  # noqa: E402
 
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "neuroncompat/check/report.schema.json").read_text())
+
+
+def _validate(document: dict) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator(SCHEMA).validate(document)
+
 
 def _save(tmp_path: Path, config: object) -> Path:
     config.save_pretrained(tmp_path)  # type: ignore[attr-defined]
     return tmp_path
 
 
-def _check(model: Path, fmt: str = "json") -> tuple[int, str]:
+def _check(model: Path, fmt: str = "json", *options: str) -> tuple[int, str]:
     done = subprocess.run(
-        [sys.executable, "-m", "neuroncompat.cli", "check", "--format", fmt, str(model)],
+        [sys.executable, "-m", "neuroncompat.cli", "check", "--format", fmt, *options, str(model)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -66,10 +73,16 @@ def test_the_tiny_model_keeps_every_kind_of_layer_and_the_head_layout():
 
 
 def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):
-    code, output = _check(_save(tmp_path, transformers.LlamaConfig(architectures=["LlamaForCausalLM"])))
+    config = transformers.LlamaConfig(architectures=["LlamaForCausalLM"])
+    code, output = _check(_save(tmp_path, config), "json", "--tensor-parallel")
     assert code == 0, output
+    _validate(json.loads(output))
     stages = _stages(output)
-    assert [s["status"] for s in stages.values()] == ["pass"] * 4
+    assert [s["status"] for s in stages.values()] == ["pass"] * 5
+    # Llama's plan splits the attention and MLP projections (16 of the tiny model's 21 parameters) over 2 ranks
+    assert stages["tensor-parallel"]["detail"].startswith(
+        "2 ranks, 16 of 21 parameters sharded; 6 greedy tokens equal the CPU's; loss "
+    )
     assert stages["load"]["detail"].endswith("on neuron:0")
     assert stages["generate"]["detail"] == "6 greedy tokens equal the CPU's"
     assert stages["generate"]["graphs"] == 1  # transformers compiles the static-cache decode step
@@ -84,9 +97,15 @@ def test_gemma3_sliding_and_full_attention_layers_pass(tmp_path):
 
 
 def test_mamba_passes_on_the_reference_scan(tmp_path):
-    code, output = _check(_save(tmp_path, transformers.MambaConfig(architectures=["MambaForCausalLM"])))
+    code, output = _check(
+        _save(tmp_path, transformers.MambaConfig(architectures=["MambaForCausalLM"])), "json", "--tensor-parallel"
+    )
     assert code == 0, output
-    assert _stages(output)["train-compiled"]["status"] == "pass"
+    _validate(json.loads(output))
+    stages = _stages(output)
+    assert stages["train-compiled"]["status"] == "pass"
+    assert stages["tensor-parallel"]["status"] == "skipped"  # Mamba has no tensor-parallel plan: nothing to split
+    assert stages["tensor-parallel"]["detail"] == "no tensor-parallel plan in the config (base_model_tp_plan)"
 
 
 def test_a_moe_model_passes_through_transformers_grouped_experts(tmp_path):
@@ -108,3 +127,70 @@ def test_text_report_and_a_clear_error_for_a_missing_config(tmp_path):
     empty.mkdir()
     code, output = _check(empty, "text")
     assert code == 1 and "no config.json in this directory" in output
+
+
+def test_a_training_step_that_draws_random_numbers_draws_the_same_on_the_cpu_reference(neuron):
+    """Phi-MoE samples its experts in training (sparsemixer: Gumbel noise, ``rand_like``); the device's generator is
+    not the CPU's, so the check's CPU reference draws on the device: same seed, same numbers, same loss. Its other
+    seeded ops (the CPU's fused attention) keep the CPU's values and move the device's generator on as the device
+    step does."""
+    import torch
+
+    from neuroncompat.check.worker import _DrawsOnDevice
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        noise = torch.empty_like(x).exponential_().log()
+        attention = torch.nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True)
+        return attention + noise + torch.rand_like(x)
+
+    x = torch.randn(1, 2, 8, 4)
+    draws = _DrawsOnDevice()
+    torch.manual_seed(0)
+    with draws:
+        cpu = step(x)
+    torch.manual_seed(0)
+    device = step(x.to("neuron")).cpu()
+    assert draws.draws == 2
+    torch.testing.assert_close(device, cpu, rtol=0, atol=1e-6)
+    torch.manual_seed(0)
+    assert not torch.allclose(step(x), cpu)  # the CPU's own draws are other numbers
+
+
+def test_a_compiled_stage_names_the_error_dynamo_wrapped():
+    """Dynamo reports an op that fails on fake tensors as "RuntimeError when making fake tensor call": the check's
+    error line names the op's own error too (docs/architectures.md, inkling_text)."""
+    import torch
+
+    from neuroncompat.check.worker import _message
+
+    def step(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.mm(a, b) + 1
+
+    with pytest.raises(Exception) as raised:
+        torch.compile(step, backend="eager", fullgraph=True)(torch.ones(2, 3), torch.ones(4, 5))
+    message = _message(raised.value)
+    assert message.startswith("RuntimeError when making fake tensor call (RuntimeError: ")
+    assert "must have same reduction dim" in message
+
+
+def test_the_json_report_of_failing_stages_validates_against_its_schema(tmp_path):
+    """The schema ships in the package (neuroncompat/check/report.schema.json); a passing report is validated above.
+    Bamba's tiny model fails on the CPU too from generate on (``cpu-fails``: no Neuron verdict); Doge fails on the
+    device (tests/test_simulator_sdpa_mask_grad.py). Both in one worker process, as the CLI prints them."""
+    from importlib.resources import files
+
+    from neuroncompat.check import check_many
+    from neuroncompat.check.report import render_json
+
+    assert json.loads((files("neuroncompat.check") / "report.schema.json").read_text()) == SCHEMA
+    models = [
+        _save(tmp_path / "bamba", transformers.BambaConfig(architectures=["BambaForCausalLM"])),
+        _save(tmp_path / "doge", transformers.DogeConfig(architectures=["DogeForCausalLM"])),
+    ]
+    documents = [json.loads(render_json(result)) for result in check_many([str(m) for m in models])]
+    for document in documents:
+        _validate(document)
+    bamba = {stage["stage"]: stage for stage in documents[0]["stages"]}
+    assert documents[0]["schema"] == "neuroncompat.check/1" and documents[0]["exit_code"] == 1
+    assert bamba["generate"]["status"] == "cpu-fails"
+    assert bamba["generate"]["error"].startswith("the CPU fails too: ValueError: `get_seq_length`")

@@ -12,8 +12,10 @@ run's findings (graph breaks with Dynamo's reason, data-dependent shapes, CPU fa
 on the device) and the shim patches that acted.
 
 MODEL is a local directory holding ``config.json``, a ``config.json`` itself, or a hub id whose config is
-in the local cache (no download: ``HF_HUB_OFFLINE=1`` is set for the run). Not yet: the 2-rank tensor
-parallel stage (``DistributedConfig(tp_size=2)``), and running it over every architecture.
+in the local cache (no download: ``HF_HUB_OFFLINE=1`` is set for the run). :func:`check_many` checks several
+models in one worker process, one after the other: most of a check's time is the process's start (imports,
+Dynamo's first compile), which the later models then skip (``bench/bench_architectures.py`` and the CI subset
+test use it). ``--tensor-parallel`` adds the 2-rank stage (``DistributedConfig(tp_size=2)``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any
 from neuroncompat.check.worker_env import worker_environment
 
 TIMEOUT_S = 600
+# the JSON report's schema (``check --format json``): neuroncompat/check/report.schema.json, shipped in the package
+SCHEMA = "neuroncompat.check/1"
 
 
 class CheckError(Exception):
@@ -55,22 +59,56 @@ def config_file(model: str) -> Path:
         ) from exc
 
 
-def check(model: str, timeout: float = TIMEOUT_S) -> dict[str, Any]:
-    """Run the stages on MODEL's architecture; the worker's result plus ``model`` and ``exit_code``."""
-    config = config_file(model)
+def check(model: str, timeout: float = TIMEOUT_S, tensor_parallel: bool = False) -> dict[str, Any]:
+    """Run the stages on MODEL's architecture; the worker's result plus ``model`` and ``exit_code``.
+
+    ``tensor_parallel`` adds the 2-rank stage (``DistributedConfig(tp_size=2)`` under ``torchrun``): two more
+    processes, about 8 s on 2 cores, so it is asked for rather than run by default."""
+    result = check_many([model], timeout, tensor_parallel)[0]
+    if isinstance(result, CheckError):
+        raise result
+    return result
+
+
+def check_many(
+    models: list[str], timeout: float = TIMEOUT_S, tensor_parallel: bool = False
+) -> list[dict[str, Any] | CheckError]:
+    """:func:`check` each of ``models`` in one worker process, in turn; a model that cannot be checked gets its
+    :class:`CheckError` in its place. ``timeout`` is for them all; each result's ``seconds`` is its own time."""
+    configs = [config_file(model) for model in models]
     with tempfile.TemporaryDirectory(prefix="neuroncompat-check-") as scratch:
-        out = Path(scratch) / "result.json"
-        command = [sys.executable, "-m", "neuroncompat.check.worker", str(config), str(out)]
+        outs = [Path(scratch) / f"result-{n}.json" for n in range(len(models))]
+        command = [
+            sys.executable,
+            "-m",
+            "neuroncompat.check.worker",
+            *(["--tensor-parallel"] if tensor_parallel else []),
+        ]
+        for config, out in zip(configs, outs):
+            command += [str(config), str(out)]
         try:
             done = subprocess.run(
                 command, env=worker_environment(os.environ), capture_output=True, text=True, timeout=timeout
             )
         except subprocess.TimeoutExpired as exc:
-            raise CheckError(f"{model}: the check took more than {timeout:.0f} s") from exc
-        if not out.is_file():
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-            raise CheckError(f"{model}: the check process exited with {done.returncode} before any result:\n{tail}")
-        result: dict[str, Any] = json.loads(out.read_text())
-    result["model"] = model
-    result["exit_code"] = 0 if all(s["status"] == "pass" for s in result["stages"]) else 1
-    return result
+            if len(models) == 1:
+                raise CheckError(f"{models[0]}: the check took more than {timeout:.0f} s") from exc
+            raise CheckError(f"{', '.join(models)}: the checks took more than {timeout:.0f} s") from exc
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        results: list[dict[str, Any] | CheckError] = []
+        for model, out in zip(models, outs):
+            if not out.is_file():
+                results.append(
+                    CheckError(f"{model}: the check process exited with {done.returncode} before any result:\n{tail}")
+                )
+                continue
+            result: dict[str, Any] = json.loads(out.read_text())
+            if "error" in result:
+                results.append(CheckError(f"{model}: the check stopped before any result:\n{result['error']}"))
+                continue
+            result = {"schema": SCHEMA, "model": model, **result}
+            # a stage skipped for want of anything to check (no tensor-parallel plan) fails nothing; one skipped
+            # because the model did not load comes after the load's failure
+            result["exit_code"] = 0 if all(s["status"] in ("pass", "skipped") for s in result["stages"]) else 1
+            results.append(result)
+    return results

@@ -1,4 +1,9 @@
-"""``neuroncompat check``'s report: text for a terminal, JSON for tools (schema in docs/), markdown for a PR."""
+"""``neuroncompat check``'s report: text for a terminal, JSON for tools, markdown for a PR.
+
+The JSON's schema ships in the package, so a tool reading the report can validate it against the installed
+version (``importlib.resources.files("neuroncompat.check") / "report.schema.json"``; ``"schema":
+"neuroncompat.check/1"``, fields only ever added within a version).
+"""
 
 from __future__ import annotations
 

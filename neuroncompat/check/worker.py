@@ -1,15 +1,25 @@
 """The stages of ``neuroncompat check``, run in a fresh process on the simulated device with the shim.
 
-``python -m neuroncompat.check.worker CONFIG_JSON OUT_JSON`` (the ``check`` command starts it with
-``NEURONCOMPAT_SIMULATE=1``). Each stage runs the tiny model as a user's script would on a trn2 and the
-same weights on the CPU, and compares:
+``python -m neuroncompat.check.worker [--tensor-parallel] CONFIG_JSON OUT_JSON [CONFIG_JSON OUT_JSON ...]`` (the ``check`` command
+starts it with ``NEURONCOMPAT_SIMULATE=1``; several pairs check several models in turn in one process, which
+saves each later model the process's start: imports and Dynamo's first compile). Each stage runs the tiny model
+as a user's script would on a trn2 and the same weights on the CPU, and compares:
 
 1. ``load``: ``from_pretrained(dir, device_map="neuron", dtype=<config dtype>)``; every parameter must be
    on the device;
 2. ``generate``: greedy ``generate`` with ``cache_implementation="static"`` (the cache the shim and
    TorchNeuron's guide ask for), 6 new tokens from a fixed 8-token prompt; the tokens must equal the CPU's;
 3. ``train-eager`` and ``train-compiled`` (``torch.compile(model, backend="neuron")``): one forward and
-   backward on a fixed batch; loss and gradient norm within ``rtol`` of the CPU's eager ones.
+   backward on a fixed batch; loss and gradient norm within ``rtol`` of the CPU's eager ones. A model that draws
+   random numbers in training (Phi-MoE's sparsemixer samples its experts) would draw different ones on the
+   device: its generator is not the CPU's, on a trn2 as in the simulator (docs/simulator.md, RNG values). So
+   both steps start from the same seed and the CPU reference makes its draws on the device
+   (:class:`_DrawsOnDevice`): the two steps then see the same random numbers, and any difference is the device's.
+4. ``tensor-parallel`` (with ``--tensor-parallel``; skipped where the config has no ``base_model_tp_plan``): the
+   same weights split over 2 ranks with ``DistributedConfig(tp_size=2)`` under ``torchrun``
+   (:mod:`neuroncompat.check.tp_rank`), one core each; every rank's greedy tokens (default cache) must equal the
+   CPU's, and its training step's loss and gradient norm must be within ``rtol`` of the CPU's. The ranks are
+   other processes: the stage's graphs and findings are not recorded.
 
 What a stage compiled, and the findings the dry run's recorder saw while it ran (graph breaks with
 Dynamo's reason, data-dependent-shape ops, CPU-fallback ops, complex/fp64 tensors on the device), are
@@ -20,8 +30,12 @@ the model's own code (``transformers/models/...``) and the innermost frame overa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import re
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,12 +45,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 import neuroncompat  # noqa: F401  (the shim, as a user's script starts it)
+from neuroncompat import shim
 from neuroncompat.check.tiny import VOCAB, tiny_config
 from neuroncompat.simulate import record
 
-STAGES = ("load", "generate", "train-eager", "train-compiled")
+STAGES = ("load", "generate", "train-eager", "train-compiled", "tensor-parallel")
+TP_TIMEOUT_S = 300
 PROMPT_TOKENS = 8
 NEW_TOKENS = 6
 # fp32 on the simulator runs the CPU's kernels: equal up to reduction order in compiled graphs
@@ -47,6 +65,46 @@ _FINDING_KINDS = ("graph_break", "data_dependent", "cpu_fallback", "complex_on_d
 class CpuReferenceError(Exception):
     """The same model failed on the CPU too: the stage says nothing about Neuron (the model's or the tiny config's
     own problem)."""
+
+
+class _Skipped(Exception):
+    """The stage does not apply to this model (no tensor-parallel plan): its message says why."""
+
+
+class _RankError(Exception):
+    """A tensor-parallel rank failed: its error and where, read from the ranks' output."""
+
+    def __init__(self, message: str, where: dict[str, str | None]) -> None:
+        super().__init__(message)
+        self.where = where
+
+
+def _rank_error(returncode: int, output: str) -> _RankError:
+    """The ranks' first real error in torchrun's output (a traceback's last line), with its model and innermost
+    frames; torchrun's own ``ChildFailedError`` summary is not the cause."""
+    lines = output.splitlines()
+    first = next(
+        (
+            n
+            for n, line in enumerate(lines)
+            if re.match(r"^\s*(\[rank\d+\]:\s*)?[\w.]*(Error|Exception)\b.*:", line) and "ChildFailedError" not in line
+        ),
+        None,
+    )
+    errors = [lines[first].strip()] if first is not None else []
+    # the frames of that traceback: torchrun's own traceback (ChildFailedError) comes after it
+    frames = re.findall(r'File "([^"]+)", line (\d+)', "\n".join(lines[:first]))
+
+    def short(frame: tuple[str, str] | None) -> str | None:
+        if frame is None:
+            return None
+        parts = Path(frame[0]).parts
+        tail = parts[parts.index("site-packages") + 1 :] if "site-packages" in parts else parts[-2:]
+        return f"{'/'.join(tail)}:{frame[1]}"
+
+    model = next((f for f in reversed(frames) if "/transformers/models/" in f[0]), None)
+    message = re.sub(r"^\[rank\d+\]:\s*", "", errors[0]) if errors else f"the 2 ranks exited with {returncode}"
+    return _RankError(message, {"model_line": short(model), "innermost": short(frames[-1] if frames else None)})
 
 
 def _on_cpu(compute: Callable[[], Any]) -> Any:
@@ -86,6 +144,15 @@ def _where(exc: BaseException) -> dict[str, str | None]:
     return {"model_line": short(model), "innermost": short(last)}
 
 
+def _message(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, and the error Dynamo wrapped where it wrapped one: a compiled step's
+    "RuntimeError when making fake tensor call" says nothing until it names the op's own error."""
+    text = str(exc)
+    first = text.splitlines()[0] if text else ""
+    inner = re.search(r"\): got (\w+)\((['\"])(.*?)\2\)", text, re.DOTALL)
+    return f"{first} ({inner.group(1)}: {inner.group(3)})" if inner else first
+
+
 def _delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     graphs = after["compiled"][len(before["compiled"]) :]
     counts = {(f["kind"], f["what"], f["site"]): f["count"] for f in before["findings"] if f["kind"] in _FINDING_KINDS}
@@ -101,6 +168,58 @@ def _delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         "graph_triggers": sorted({g["trigger"] for g in graphs if g.get("trigger")}),
         "findings": findings,
     }
+
+
+# The ops whose values are random draws. aten's tag `nondeterministic_seeded` also marks ops that draw only for
+# dropout (the CPU's fused attention): those keep the CPU's values.
+_DRAWS = frozenset(
+    getattr(torch.ops.aten, name)
+    for name in (
+        "bernoulli", "bernoulli_", "cauchy_", "exponential_", "geometric_", "log_normal_", "multinomial",
+        "native_dropout", "normal", "normal_", "poisson", "rand", "rand_like", "randint", "randint_like", "randn",
+        "randn_like", "random_", "randperm", "uniform_",
+    )
+)  # fmt: skip
+_SEED = 0
+
+
+def _to_device(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.to("neuron")
+    return torch.device("neuron") if isinstance(x, torch.device) else x
+
+
+class _DrawsOnDevice(TorchDispatchMode):
+    """Run the CPU reference's random draws on the device, with the device's generator.
+
+    The device step, seeded alike, then draws the same numbers in the same order. Every other op tagged
+    ``nondeterministic_seeded`` (fused attention, whose dropout draws) keeps the CPU's value but also runs on
+    the device, its result dropped: the device's generator moves on for such an op, dropout or not (the
+    simulator's contract: an op advances the offset by its value count, docs/simulator.md), and so it must here
+    as in the device step. A draw with an explicit generator (the fixed batch) is left alone. ``draws`` counts
+    the draws moved, for the report: with none, the CPU reference is the CPU's alone.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.draws = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        seeded = torch.Tag.nondeterministic_seeded in func.tags
+        if not seeded or kwargs.get("generator") is not None:
+            return func(*args, **kwargs)
+        if func.overloadpacket not in _DRAWS:
+            # the device's generator moves on; should the op fail there, the device step says so, not the reference
+            with contextlib.suppress(Exception):
+                func(*tree_map(_to_device, args), **tree_map(_to_device, kwargs))
+            return func(*args, **kwargs)
+        self.draws += 1
+        device_args, device_kwargs = tree_map(_to_device, args), tree_map(_to_device, kwargs)
+        out = func(*device_args, **device_kwargs)
+        if func._schema.is_mutable and isinstance(args[0], torch.Tensor):  # in place: fill the CPU tensor
+            return args[0].copy_(device_args[0])
+        return tree_map(lambda x: x.cpu() if isinstance(x, torch.Tensor) else x, out)
 
 
 def _close(device: float, cpu: float, dtype: torch.dtype) -> bool:
@@ -123,9 +242,10 @@ def _step(model: torch.nn.Module, forward: Callable[..., Any], device: str) -> t
     return float(loss.detach().float().cpu()), float(torch.stack(grads).norm().cpu())
 
 
-def run(config_path: Path) -> dict[str, Any]:
+def run(config_path: Path, tensor_parallel: bool = False) -> dict[str, Any]:
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    began = time.perf_counter()
     full = AutoConfig.from_pretrained(config_path)
     config = tiny_config(full)
     dtype = config.dtype if isinstance(getattr(config, "dtype", None), torch.dtype) else torch.float32
@@ -169,17 +289,71 @@ def run(config_path: Path) -> dict[str, Any]:
 
         def train(compiled: bool) -> Callable[[], str]:
             def stage() -> str:
-                cpu = _on_cpu(lambda: _step(state["cpu"], state["cpu"], "cpu"))
+                draws = _DrawsOnDevice()
+
+                def reference() -> tuple[float, float]:
+                    torch.manual_seed(_SEED)  # seeds the CPU and every core
+                    with draws:
+                        return _step(state["cpu"], state["cpu"], "cpu")
+
+                cpu = _on_cpu(reference)
                 model = state["neuron"]
                 forward = torch.compile(model, backend="neuron") if compiled else model
+                torch.manual_seed(_SEED)
                 device = _step(model, forward, "neuron")
                 if not (_close(device[0], cpu[0], dtype) and _close(device[1], cpu[1], dtype)):
                     raise AssertionError(
                         f"loss {device[0]:.6g}, grad norm {device[1]:.6g} vs the CPU's {cpu[0]:.6g}, {cpu[1]:.6g}"
                     )
-                return f"loss {device[0]:.6g}, grad norm {device[1]:.6g} (CPU {cpu[0]:.6g}, {cpu[1]:.6g})"
+                same = f"; {draws.draws} random draws, the same on both" if draws.draws else ""
+                return f"loss {device[0]:.6g}, grad norm {device[1]:.6g} (CPU {cpu[0]:.6g}, {cpu[1]:.6g}){same}"
 
             return stage
+
+        def tensor_parallel_stage() -> str:
+            if not getattr(config, "base_model_tp_plan", None):
+                raise _Skipped("no tensor-parallel plan in the config (base_model_tp_plan)")
+            prompt = _batch()[:1, :PROMPT_TOKENS]
+            tokens = _on_cpu(
+                lambda: state["cpu"].eval().generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False)[0].tolist()
+            )
+            draws = _DrawsOnDevice()
+
+            def reference() -> tuple[float, float]:
+                torch.manual_seed(_SEED)
+                with draws:
+                    return _step(state["cpu"], state["cpu"], "cpu")
+
+            cpu = _on_cpu(reference)
+            with tempfile.TemporaryDirectory(prefix="neuroncompat-check-tp-") as scratch:
+                prefix = str(Path(scratch) / "rank")
+                with socket.socket() as free:
+                    free.bind(("127.0.0.1", 0))
+                    port = free.getsockname()[1]
+                command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+                command += ["--master_port", str(port), "-m", "neuroncompat.check.tp_rank", directory, prefix]
+                done = subprocess.run(command, capture_output=True, text=True, timeout=TP_TIMEOUT_S)
+                if done.returncode != 0:
+                    raise _rank_error(done.returncode, done.stderr + done.stdout)
+                ranks = [json.loads(Path(f"{prefix}.{rank}.json").read_text()) for rank in (0, 1)]
+            for r in ranks:
+                if r["devices"] != [f"neuron:{r['rank']}"] or not r["sharded"]:
+                    raise AssertionError(f"rank {r['rank']}: {r['sharded']} parameters sharded, on {r['devices']}")
+                if r["tokens"] != tokens:
+                    raise AssertionError(
+                        f"rank {r['rank']}'s tokens differ from the CPU's: {r['tokens'][PROMPT_TOKENS:]} vs "
+                        f"{tokens[PROMPT_TOKENS:]}"
+                    )
+                if not (_close(r["loss"], cpu[0], dtype) and _close(r["grad_norm"], cpu[1], dtype)):
+                    raise AssertionError(
+                        f"rank {r['rank']}: loss {r['loss']:.6g}, grad norm {r['grad_norm']:.6g} vs the CPU's "
+                        f"{cpu[0]:.6g}, {cpu[1]:.6g}"
+                    )
+            return (
+                f"2 ranks, {ranks[0]['sharded']} of {ranks[0]['parameters']} parameters sharded; {NEW_TOKENS} greedy "
+                f"tokens equal the CPU's; loss {ranks[0]['loss']:.6g}, grad norm {ranks[0]['grad_norm']:.6g} "
+                f"(CPU {cpu[0]:.6g}, {cpu[1]:.6g})"
+            )
 
         stages: dict[str, Callable[[], str]] = {
             "load": load,
@@ -187,6 +361,8 @@ def run(config_path: Path) -> dict[str, Any]:
             "train-eager": train(False),
             "train-compiled": train(True),
         }
+        if tensor_parallel:
+            stages["tensor-parallel"] = tensor_parallel_stage
         for name, stage in stages.items():
             needs = "load" if name != "load" else None
             if needs and "neuron" not in state:
@@ -199,6 +375,10 @@ def run(config_path: Path) -> dict[str, Any]:
             entry: dict[str, Any] = {"stage": name}
             try:
                 entry.update(status="pass", detail=stage())
+            except _Skipped as exc:
+                entry.update(status="skipped", detail=str(exc))
+            except _RankError as exc:
+                entry.update(status="fail", error=str(exc)[:500], **exc.where)
             except CpuReferenceError as exc:  # not a Neuron verdict: the CPU run of the same model fails
                 cause = exc.__cause__ or exc
                 entry.update(
@@ -207,19 +387,30 @@ def run(config_path: Path) -> dict[str, Any]:
             except Exception as exc:  # a stage's failure is its result; the next stage still runs
                 entry.update(
                     status="fail",
-                    error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500],
+                    error=f"{type(exc).__name__}: {_message(exc)}"[:500],
                     **_where(exc),
                 )
             entry["seconds"] = round(time.perf_counter() - start, 2)
             entry.update(_delta(before, recorder.snapshot()))
             entry["patches"] = list(patches.ids)
             result["stages"].append(entry)
+    logging.getLogger("neuroncompat").removeHandler(patches)  # a later model in this process has its own
+    result["seconds"] = round(time.perf_counter() - began, 2)  # this model's, without the process's start
     return result
 
 
 def main() -> None:
-    config_path, out_path = Path(sys.argv[1]), Path(sys.argv[2])
-    out_path.write_text(json.dumps(run(config_path), indent=1))
+    """Check each ``CONFIG_JSON OUT_JSON`` pair in turn; a model that cannot be checked writes its ``error``."""
+    pairs = sys.argv[1:]
+    tensor_parallel = bool(pairs) and pairs[0] == "--tensor-parallel"
+    pairs = pairs[1:] if tensor_parallel else pairs
+    for config_path, out_path in zip(pairs[::2], pairs[1::2]):
+        shim.log_changes_again()  # each model's report names the patches that acted for it
+        try:
+            result = run(Path(config_path), tensor_parallel)
+        except Exception:  # the config cannot be shrunk or built: this model's answer, the next one still runs
+            result = {"error": "\n".join(traceback.format_exc().strip().splitlines()[-15:])}
+        Path(out_path).write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
