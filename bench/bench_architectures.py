@@ -58,22 +58,7 @@ CI_SUBSET: dict[str, str] = {
 }
 
 # model_type -> (text its failure still holds, the cause read in the code): written in its row while both hold
-_SDPA_MASK_GRAD = (
-    "a simulator bug. Its SDPA backend choice (`sdp_choice`, simulator/native/neuron_device.cpp) asks the CPU "
-    "about aliases that drop `requires_grad`, so a mask that requires grad ({what}) gets the CPU's flash kernel, "
-    "which has no gradient for the mask; on the CPU SDPA takes the math kernel. Fix pending in the simulator "
-    "(tests/test_simulator_sdpa_mask_grad.py, xfail until then)"
-)
-CAUSES: dict[str, tuple[str, str]] = {
-    "doge": ("with respect to argument 'attn_mask'", _SDPA_MASK_GRAD.format(what="Doge's dynamic mask")),
-    "inkling_text": (
-        "RuntimeError when making fake tensor call",
-        _SDPA_MASK_GRAD.format(
-            what="Inkling's relative-position logits; under compile its key/value heads are repeated to the query "
-            "heads' count, which makes the flash kernel a candidate: eager keeps them apart and gets the math kernel"
-        ),
-    ),
-}
+CAUSES: dict[str, tuple[str, str]] = {}
 
 
 def architectures() -> dict[str, str]:

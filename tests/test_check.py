@@ -175,8 +175,9 @@ def test_a_compiled_stage_names_the_error_dynamo_wrapped():
 
 def test_the_json_report_of_failing_stages_validates_against_its_schema(tmp_path):
     """The schema ships in the package (neuroncompat/check/report.schema.json); a passing report is validated above.
-    Bamba's tiny model fails on the CPU too from generate on (``cpu-fails``: no Neuron verdict); Doge fails on the
-    device (tests/test_simulator_sdpa_mask_grad.py). Both in one worker process, as the CLI prints them."""
+    Bamba's tiny model fails on the CPU too from generate on (``cpu-fails``: no Neuron verdict), printed from a worker
+    process as the CLI prints it. (No architecture of the pinned transformers fails on the device only since the
+    SDPA mask fix, tests/test_simulator_sdpa_mask_grad.py, so a ``fail`` stage has no real model to come from here.)"""
     from importlib.resources import files
 
     from neuroncompat.check import check_many
@@ -185,7 +186,6 @@ def test_the_json_report_of_failing_stages_validates_against_its_schema(tmp_path
     assert json.loads((files("neuroncompat.check") / "report.schema.json").read_text()) == SCHEMA
     models = [
         _save(tmp_path / "bamba", transformers.BambaConfig(architectures=["BambaForCausalLM"])),
-        _save(tmp_path / "doge", transformers.DogeConfig(architectures=["DogeForCausalLM"])),
     ]
     documents = [json.loads(render_json(result)) for result in check_many([str(m) for m in models])]
     for document in documents:

@@ -1,4 +1,4 @@
-"""SDPA with an attention mask that requires grad: the device must train as the CPU does (a simulator bug, open).
+"""SDPA with an attention mask that requires grad: the device trains as the CPU does (a simulator bug, fixed).
 
 Doge (its dynamic mask) and Inkling (learned relative-position logits added to the mask) give
 ``scaled_dot_product_attention`` a float mask that requires grad. On the CPU, SDPA's backend choice sees that and
@@ -9,9 +9,8 @@ then picks its flash kernel, whose backward has no gradient for the mask, and th
 "'_scaled_dot_product_flash_attention_for_cpu' is not differentiable with respect to argument 'attn_mask'"
 (docs/architectures.md, rows doge and inkling_text). TorchNeuron documents nothing that would refuse this.
 
-The fix belongs in ``sdp_choice``: give each host alias the ``requires_grad`` of the tensor it stands for before
-asking ``at::_fused_sdp_choice`` (that file is being changed elsewhere; until then this test is a strict xfail, which
-fails as soon as the fix lands so that the marker is removed).
+Fixed in ``sdp_choice``: each host alias gets the ``requires_grad`` of the tensor it stands for before
+``at::_fused_sdp_choice`` is asked.
 """
 
 from __future__ import annotations
@@ -21,17 +20,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-@pytest.mark.xfail(
-    strict=True, raises=RuntimeError, reason="simulator sdp_choice drops requires_grad (see the module docstring)"
-)
 def test_sdpa_backward_through_a_mask_that_requires_grad_matches_the_cpu(neuron):
     generator = torch.Generator().manual_seed(0)
     query = torch.randn(2, 4, 16, 16, generator=generator)
     bias = torch.randn(2, 4, 16, 16, generator=generator)
     grads = {}
     for device in ("cpu", "neuron"):
-        q = query.to(device).requires_grad_()
-        b = bias.to(device).requires_grad_()
+        q = query.to(device).detach().requires_grad_()
+        b = bias.to(device).detach().requires_grad_()
         out = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=b * 1.0)
         out.square().sum().backward()
         grads[device] = (q.grad.cpu(), b.grad.cpu())

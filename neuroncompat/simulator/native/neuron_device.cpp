@@ -1109,11 +1109,17 @@ int64_t sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Ten
   // the CPU kernel directly rather than the mode.
   c10::impl::ExcludeDispatchKeyGuard no_python(
       c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+  // The aliases carry each tensor's requires_grad: the CPU's choice depends on it (a mask that requires
+  // grad rules out flash attention, whose backward has no gradient for the mask: doge, inkling).
   CallStorages storages;
+  auto host = [&storages](const at::Tensor& t) {
+    at::Tensor alias = storages.host(t);
+    if (t.requires_grad()) alias.requires_grad_(true);
+    return alias;
+  };
   std::optional<at::Tensor> host_mask;
-  if (mask.has_value()) host_mask = storages.host(*mask);
-  return at::_fused_sdp_choice(storages.host(query), storages.host(key), storages.host(value), host_mask, dropout,
-                               causal, scale, gqa);
+  if (mask.has_value()) host_mask = host(*mask);
+  return at::_fused_sdp_choice(host(query), host(key), host(value), host_mask, dropout, causal, scale, gqa);
 }
 
 // The fused RNN cells. ATen's LSTM and GRU take the fused-cell path for every accelerator
