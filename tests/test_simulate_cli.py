@@ -182,3 +182,30 @@ def test_when_one_torchrun_rank_fails_every_rank_is_still_reported(tmp_path: Pat
     assert report["exit_code"] == 1 and report["missing_ranks"] == []
     shapes = {r["rank"]: [s["inputs"][0]["shape"] for e in r["eager"] for s in e["shapes"]] for r in report["ranks"]}
     assert shapes == {0: [[1, 2]], 1: [[1, 3]]}
+
+
+TENSORS_ONLY = """\
+import torch
+
+x = torch.ones(1024, device="neuron")
+print((x * 2).sum().item())
+"""
+
+
+def test_a_script_that_only_computes_on_tensors_is_not_said_to_have_run_nothing(tmp_path: Path) -> None:
+    """No module forward and no compile: the device still ran the script's ops, and the report says so."""
+    from jsonschema import validate
+
+    (tmp_path / "tensors.py").write_text(TENSORS_ONLY)
+    code, out, err = _simulate("simulate", "--", sys.executable, "tensors.py", cwd=tmp_path)
+    assert code == 0, err
+    assert "nothing ran on the neuron device" not in out
+    assert "no compiled graph and no module forward on the neuron device" in out and "allocation(s) on it" in out
+    code, _, err = _simulate(
+        "simulate", "--format", "json", "-o", "r.json", "--", sys.executable, "tensors.py", cwd=tmp_path
+    )
+    report = json.loads((tmp_path / "r.json").read_text())
+    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "simulate-report.schema.json").read_text())
+    validate(report, schema)
+    (rank,) = report["ranks"]
+    assert rank["device_allocations"] >= 2 and rank["compiled_graphs"] == rank["eager_shapes"] == 0

@@ -231,9 +231,11 @@ class Recorder:
 
     # -- output -------------------------------------------------------------------------------
     def recorded(self) -> bool:
-        """Whether anything compiled, ran a forward or was found on the device in this process."""
+        """Whether anything compiled, ran a forward, was found or was allocated on the device in this process."""
         with self._lock:
-            return bool(self._graphs or self._sites or self._dropped_calls or self._findings or self._kernels)
+            if self._graphs or self._sites or self._dropped_calls or self._findings or self._kernels:
+                return True
+        return device_allocations() > 0
 
     def snapshot(self) -> dict[str, Any]:
         """This process's record, in the form ``neuroncompat simulate`` reads back."""
@@ -281,6 +283,7 @@ class Recorder:
             "dropped_findings": dropped_findings,
             "hub_kernels": kernels,
             "pipelines": self._pipelines.snapshot(),
+            "device_allocations": device_allocations(),
         }
 
     def write(self, directory: str | Path) -> Path:
@@ -290,6 +293,21 @@ class Recorder:
         partial.write_text(json.dumps(data))
         os.replace(partial, path)
         return path
+
+
+def device_allocations() -> int:
+    """Allocations made on this process's NeuronCores so far (the allocator's cumulative count, all cores).
+
+    A script that only makes tensors and runs ops outside any module's forward compiles nothing and runs no
+    forward, yet ran on the device: this count tells the report so.
+    """
+    try:
+        cores = torch.neuron.device_count()
+        return sum(
+            int(torch.accelerator.memory_stats(core).get("allocation.all.allocated", 0)) for core in range(cores)
+        )
+    except (AttributeError, RuntimeError):  # no simulated device in this process
+        return 0
 
 
 _recorder: Recorder | None = None

@@ -225,6 +225,7 @@ def _rank(record: dict[str, Any], graph_cost: float, max_shapes: int) -> dict[st
         "compiled": compiled,
         "eager": record["eager"],
         "dropped_calls": record["dropped_calls"],
+        "device_allocations": record.get("device_allocations", 0),
         "warnings": warnings,
         "graph_breaks": sum(1 for f in findings if f["kind"] == "graph_break"),
         "data_dependent_ops": sum(1 for f in findings if f["kind"] == "data_dependent"),
@@ -385,7 +386,13 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
             f"    {found['layer']}: {found['layers']} {found['module']} layer(s) -> {found['kernel']} from {found['repo']}"
         )
     if not rank["compiled"] and not rank["eager"]:
-        lines.append("  nothing ran on the neuron device")
+        if rank.get("device_allocations"):
+            lines.append(
+                f"  no compiled graph and no module forward on the neuron device; {rank['device_allocations']} "
+                "allocation(s) on it (ops outside a module's forward are not counted here)"
+            )
+        else:
+            lines.append("  nothing ran on the neuron device")
     for warning in rank["warnings"]:
         what = {"recompiles": "graphs", "eager_shapes": "eager shapes", "rejected": "rejected graphs"}[warning["kind"]]
         lines.append(f"  WARNING: {warning['shapes']} {what} at {warning['where']}")
