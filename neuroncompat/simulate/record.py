@@ -302,7 +302,7 @@ def device_allocations() -> int:
     forward, yet ran on the device: this count tells the report so.
     """
     try:
-        cores = torch.neuron.device_count()
+        cores = torch.accelerator.device_count()
         return sum(
             int(torch.accelerator.memory_stats(core).get("allocation.all.allocated", 0)) for core in range(cores)
         )
