@@ -547,13 +547,14 @@ def test_23_8_index_less_devices_are_each_ranks_own_core_under_torchrun(tmp_path
         "    model = DDP(torch.nn.Linear(2, 2).cuda(local_rank), device_ids=[local_rank])\n"
         "    x = torch.ones(3, 2).to(local_rank)\n"
         "    model(x).sum().backward()\n"
-        '    print("RANK_DEVICE", local_rank, next(model.parameters()).device, x.device, flush=True)\n'
+        '    line = f"RANK_DEVICE {local_rank} {next(model.parameters()).device} {x.device}\\n"\n'
+        "    os.write(1, line.encode())\n"
         "    dist.destroy_process_group()\n"
     )
     script = tmp_path / "ddp.py"
     script.write_text(migrate(src))
     result = torchrun(script, [], tmp_path)
-    # the ranks share one stdout: a line may start after another rank's partial output, so match anywhere in it
+    # the ranks share one stdout: each writes its line in one os.write (atomic on a pipe), print() writes per argument
     lines = sorted(re.findall(r"RANK_DEVICE (\d+) (\S+) (\S+)", result.stdout))
     assert lines == [("0", "neuron:0", "neuron:0"), ("1", "neuron:1", "neuron:1")], result.stdout[-2000:]
 
