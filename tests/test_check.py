@@ -72,6 +72,32 @@ def test_the_tiny_model_keeps_every_kind_of_layer_and_the_head_layout():
     assert deepseek.n_routed_experts // deepseek.n_group == 2  # grouped routing keeps 2 experts per group
 
 
+def test_per_layer_values_follow_the_cut_and_other_size_names_shrink():
+    gemma3n = tiny_config(transformers.Gemma3nTextConfig())  # an MLP width per layer: as many as layers are kept
+    assert gemma3n.num_hidden_layers == len(gemma3n.intermediate_size) == len(gemma3n.activation_sparsity_pattern)
+    assert set(gemma3n.intermediate_size) == {128}
+    # its last layers reuse the cache of earlier ones: 4 sliding + 1 full fill it, as many reuse it
+    assert gemma3n.layer_types == 2 * (["sliding_attention"] * 4 + ["full_attention"])
+    assert gemma3n.num_kv_shared_layers == 5
+    laguna = tiny_config(transformers.LagunaConfig())  # heads per layer, cut and shrunk alike
+    assert laguna.num_attention_heads_per_layer == [4] * laguna.num_hidden_layers
+    gemma4 = tiny_config(transformers.Gemma4TextConfig()).to_dict()  # the full-attention layer's wider heads stay wider
+    assert gemma4["layer_types"][-1] == "full_attention" and gemma4["num_hidden_layers"] == 6
+    assert gemma4["per_layer_config"] == {"5": {"head_dim": 2 * gemma4["head_dim"]}}
+    for config in (transformers.PLBartConfig(), transformers.WhisperConfig()):  # encoder/decoder names
+        tiny = tiny_config(config)
+        assert (tiny.d_model, tiny.decoder_attention_heads, tiny.decoder_layers, tiny.decoder_ffn_dim) == (
+            64,
+            4,
+            2,
+            128,
+        )
+    xlnet = tiny_config(transformers.XLNetConfig())
+    assert xlnet.d_head * xlnet.n_head == xlnet.d_model and xlnet.n_layer == 2
+    zamba = tiny_config(transformers.ZambaConfig(), repeats=2)  # its hybrid layers share a block: two of them
+    assert zamba.layers_block_type.count("hybrid") == 2 and len(zamba.layers_block_type) == zamba.num_hidden_layers
+
+
 def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):
     config = transformers.LlamaConfig(architectures=["LlamaForCausalLM"])
     code, output = _check(_save(tmp_path, config), "json", "--tensor-parallel")

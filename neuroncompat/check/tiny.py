@@ -9,6 +9,13 @@ vocabulary, sliding windows of 8 tokens (so a 16-token check crosses them). Dept
 keeps every kind of layer the full model has: a ``layer_types`` list is cut to its shortest prefix that
 holds each type once (Gemma 3's 5 sliding + 1 full: 6 layers; Qwen3-Next's 3 linear + 1 full: 4), a
 period/offset layout (Jamba's attention and expert layers) becomes period 2, offset 1; otherwise 2 layers.
+Whatever else is given per layer follows the cut: lists of numbers as long as the model is deep (Gemma 3n's
+``intermediate_size``, Laguna's heads per layer) keep their first entries, sizes among them shrunk;
+``per_layer_config`` overrides (Gemma 4's wider full-attention heads) keep the layers that remain, with a
+size that differs from the model's default kept different (twice or half the tiny one). A model whose layers
+of one kind share weights (Zamba's hybrid layers share one transformer block) needs two of that kind:
+``repeats=2`` asks for each kind twice. Where the last layers reuse earlier layers' key/value cache (Gemma 3n's
+``num_kv_shared_layers``), the depth doubles so that both halves hold every kind.
 
 Dropout probabilities become 0: the device's generator is not the CPU's, and the training stages compare
 losses with the CPU's (the dropout layers still run).
@@ -38,6 +45,14 @@ _SIZES: dict[str, int] = {
     "shared_expert_intermediate_size": WIDTH // 2,
     "num_attention_heads": HEADS,
     "n_head": HEADS,
+    "encoder_attention_heads": HEADS,
+    "decoder_attention_heads": HEADS,
+    "encoder_ffn_dim": 2 * WIDTH,
+    "decoder_ffn_dim": 2 * WIDTH,
+    "d_inner": 2 * WIDTH,
+    "d_head": HEAD_DIM,
+    "ffn_hidden_size": 2 * WIDTH,
+    "expert_ffn_hidden_size": WIDTH // 2,
     "head_dim": HEAD_DIM,
     "vocab_size": VOCAB,
     "max_position_embeddings": 256,
@@ -56,6 +71,9 @@ _SIZES: dict[str, int] = {
     "v_head_dim": HEAD_DIM,
 }
 _EXPERTS = ("num_experts", "num_local_experts", "n_routed_experts")
+_TOP_K = ("num_experts_per_tok", "moe_topk", "zero_expert_num")  # experts per token (LongCat's zero experts too)
+# depth keys other than ``num_hidden_layers`` (no per-layer lists go with them): 2 layers each
+_OTHER_DEPTHS = ("num_layers", "n_layer", "encoder_layers", "decoder_layers")
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
 
 
@@ -68,11 +86,13 @@ def _kv_heads(heads: int | None, kv: int | None) -> int | None:
     return 1 if kv == 1 else 2
 
 
-def _depth(values: dict[str, Any]) -> dict[str, Any]:
+def _depth(values: dict[str, Any], repeats: int) -> dict[str, Any]:
     """The shortest depth that keeps every kind of layer (see the module docstring).
 
     Every per-layer list of kinds (``layer_types``, ``mlp_layer_types``, ...: strings, one per layer) is cut to the
-    shortest prefix that holds each of its kinds, the longest such prefix over the lists (at most ``MAX_LAYERS``).
+    shortest prefix that holds each of its kinds ``repeats`` times (or as often as the list has it), the longest
+    such prefix over the lists (at most ``MAX_LAYERS``); per-layer lists of numbers and ``per_layer_config``
+    follow that depth.
     """
     layers = values["num_hidden_layers"]
     per_layer = {
@@ -80,26 +100,75 @@ def _depth(values: dict[str, Any]) -> dict[str, Any]:
         for key, value in values.items()
         if isinstance(value, list) and len(value) == layers > 1 and all(isinstance(kind, str) for kind in value)
     }
+    out: dict[str, Any] = {}
     if per_layer:
-        depth = max(next(i + 1 for i in range(len(v)) if set(v[: i + 1]) == set(v)) for v in per_layer.values())
+        depth = max(_prefix(kinds, repeats) for kinds in per_layer.values())
+        overrides = values.get("per_layer_config")
+        if isinstance(overrides, dict) and overrides:  # keep at least one overridden layer
+            depth = max(depth, min(int(index) for index in overrides) + 1)
         depth = min(depth, MAX_LAYERS)
-        return {"num_hidden_layers": depth, **{key: value[:depth] for key, value in per_layer.items()}}
-    out: dict[str, Any] = {"num_hidden_layers": 2}
-    for key, value in values.items():
-        if key.endswith("_layer_period") and isinstance(value, int) and value > 1:
-            out[key] = 2
-            offset = key.replace("_period", "_offset")
-            if offset in values:
-                out[offset] = 1
+        shared = values.get("num_kv_shared_layers")
+        if isinstance(shared, int) and shared > 0:  # the last layers reuse earlier layers' key/value cache (Gemma 3n)
+            out["num_kv_shared_layers"] = depth  # every kind among the layers that fill the cache and those reusing it
+            depth *= 2
+        out.update({key: value[:depth] for key, value in per_layer.items()})
+    else:
+        depth = 2 * repeats
+        for key, value in values.items():
+            if key.endswith("_layer_period") and isinstance(value, int) and value > 1:
+                out[key] = 2
+                offset = key.replace("_period", "_offset")
+                if offset in values:
+                    out[offset] = 1
+    out["num_hidden_layers"] = depth
+    for key, value in values.items():  # numbers per layer: the first `depth`, sizes shrunk
+        if key not in per_layer and isinstance(value, list) and len(value) == layers > 1:
+            if all(isinstance(number, (int, float)) and not isinstance(number, bool) for number in value):
+                size = _SIZES.get(key.removesuffix("_per_layer"))
+                out[key] = [size if size is not None and isinstance(n, int) else n for n in value[:depth]]
+    if isinstance(values.get("per_layer_config"), dict):
+        out["per_layer_config"] = _per_layer_overrides(values, depth)
     return out
 
 
-def tiny_values(values: dict[str, Any]) -> dict[str, Any]:
+def _prefix(kinds: list[str], repeats: int) -> int:
+    """The length of the shortest prefix of ``kinds`` holding each kind ``repeats`` times (or all it has)."""
+    wanted = {kind: min(repeats, kinds.count(kind)) for kind in set(kinds)}
+    for end in range(1, len(kinds) + 1):
+        if all(kinds[:end].count(kind) >= count for kind, count in wanted.items()):
+            return end
+    return len(kinds)
+
+
+def _per_layer_overrides(values: dict[str, Any], depth: int) -> dict[str, Any]:
+    """``per_layer_config`` for the layers kept: a size that differs from the default stays different."""
+    out: dict[str, Any] = {}
+    for index, override in values["per_layer_config"].items():
+        if int(index) >= depth or not isinstance(override, dict):
+            continue
+        tiny = dict(override)
+        for key, value in override.items():
+            size, default = _SIZES.get(key), values.get(key)
+            if size is None or not isinstance(value, int):
+                continue
+            if key in ("num_attention_heads", "num_key_value_heads"):
+                tiny[key] = (
+                    HEADS if key == "num_attention_heads" else _kv_heads(override.get("num_attention_heads"), value)
+                )
+            elif isinstance(default, int) and value != default:
+                tiny[key] = 2 * size if value > default else max(size // 2, 1)
+            else:
+                tiny[key] = size
+        out[index] = tiny
+    return out
+
+
+def tiny_values(values: dict[str, Any], repeats: int = 1) -> dict[str, Any]:
     """The config dict of the tiny model: sizes shrunk, everything else as given (sub-configs shrunk too)."""
     out = dict(values)
-    for key, value in values.items():
-        if isinstance(value, dict) and key.endswith("_config") and "model_type" in value:
-            out[key] = tiny_values(value)
+    for key, value in values.items():  # a sub-config: it names its model type or has a size of its own (BLT's)
+        if isinstance(value, dict) and key.endswith("_config") and ("model_type" in value or _SIZES.keys() & value):
+            out[key] = tiny_values(value, repeats)
     heads = values.get("num_attention_heads")
     out.update({key: size for key, size in _SIZES.items() if isinstance(values.get(key), int)})
     kv = _kv_heads(heads, values.get("num_key_value_heads"))
@@ -127,18 +196,20 @@ def tiny_values(values: dict[str, Any]) -> dict[str, Any]:
             out[key] = 2
             if isinstance(values.get("topk_group"), int):
                 out["topk_group"] = min(values["topk_group"], 2)
-    if isinstance(values.get("num_experts_per_tok"), int):
-        out["num_experts_per_tok"] = min(values["num_experts_per_tok"], 2)
+    for key in _TOP_K:
+        if isinstance(values.get(key), int):
+            out[key] = min(values[key], 2)
     if isinstance(values.get("n_shared_experts"), int):
         out["n_shared_experts"] = min(values["n_shared_experts"], 1)
     if isinstance(values.get("sliding_window"), int):
         out["sliding_window"] = 8
-    if "num_hidden_layers" in values:
-        out.update(_depth(values))
+    if isinstance(values.get("num_hidden_layers"), int):
+        out.update(_depth(values, repeats))
         depth = out["num_hidden_layers"]
         for key in ("mlp_only_layers",):
             if isinstance(values.get(key), list):
                 out[key] = [i for i in values[key] if i < depth]
+    out.update({key: 2 * repeats for key in _OTHER_DEPTHS if isinstance(values.get(key), int)})
     for key, value in values.items():  # dropout draws from each device's own generator: no equal losses with it
         if isinstance(value, float) and ("dropout" in key or key.endswith("pdrop")):
             out[key] = 0.0
@@ -148,8 +219,8 @@ def tiny_values(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tiny_config(config: Any) -> Any:
+def tiny_config(config: Any, repeats: int = 1) -> Any:
     """A ``PretrainedConfig`` of the same class with the tiny sizes (see :func:`tiny_values`)."""
-    values = tiny_values(config.to_dict())
+    values = tiny_values(config.to_dict(), repeats)
     values.pop("transformers_version", None)
     return type(config).from_dict(values)

@@ -148,7 +148,7 @@ def _message(exc: BaseException) -> str:
     """The first line of ``exc``'s message, and the error Dynamo wrapped where it wrapped one: a compiled step's
     "RuntimeError when making fake tensor call" says nothing until it names the op's own error."""
     text = str(exc)
-    first = text.splitlines()[0] if text else ""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")  # transformers' start with "\n"
     inner = re.search(r"\): got (\w+)\((['\"])(.*?)\2\)", text, re.DOTALL)
     return f"{first} ({inner.group(1)}: {inner.group(3)})" if inner else first
 
@@ -242,13 +242,45 @@ def _step(model: torch.nn.Module, forward: Callable[..., Any], device: str) -> t
     return float(loss.detach().float().cpu()), float(torch.stack(grads).norm().cpu())
 
 
+def _build(full: Any, dtype: torch.dtype) -> tuple[Any, Any]:
+    """The tiny model of ``full``'s architecture and its config (:mod:`neuroncompat.check.tiny`).
+
+    Layers of a kind that share weights need two of that kind (``repeats=2``), so that is tried when one of each
+    does not build. Where the full config does not build a model either (on the meta device: no memory), the
+    config or transformers is at fault, not Neuron: :class:`CpuReferenceError`.
+    """
+    from transformers import AutoModelForCausalLM
+
+    first: Exception | None = None
+    for repeats in (1, 2):
+        try:
+            config = tiny_config(full, repeats)
+            torch.manual_seed(0)
+            return AutoModelForCausalLM.from_config(config, dtype=dtype), config
+        except Exception as exc:  # the tiny config, or the model from it, does not build
+            first = first or exc
+    try:
+        with torch.device("meta"):
+            AutoModelForCausalLM.from_config(full)
+    except Exception as exc:
+        raise CpuReferenceError(
+            f"the model does not build from its config: {type(exc).__name__}: {_message(exc)}"
+        ) from exc
+    assert first is not None
+    raise first
+
+
 def run(config_path: Path, tensor_parallel: bool = False) -> dict[str, Any]:
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     began = time.perf_counter()
     full = AutoConfig.from_pretrained(config_path)
-    config = tiny_config(full)
-    dtype = config.dtype if isinstance(getattr(config, "dtype", None), torch.dtype) else torch.float32
+    dtype = full.dtype if isinstance(getattr(full, "dtype", None), torch.dtype) else torch.float32
+    state: dict[str, Any] = {}
+    try:
+        built, config = _build(full, dtype)
+    except CpuReferenceError as exc:  # the load stage reports it; the others are skipped
+        built, config, state["unbuilt"] = None, full, exc
     recorder = record.start(tempfile.mkdtemp(prefix="neuroncompat-check-"))
     patches = _PatchLog()
     logging.getLogger("neuroncompat").addHandler(patches)
@@ -257,20 +289,25 @@ def run(config_path: Path, tensor_parallel: bool = False) -> dict[str, Any]:
         "architecture": (config.architectures or [type(config).__name__])[0],
         "model_type": config.model_type,
         "dtype": str(dtype).removeprefix("torch."),
-        "layers": config.num_hidden_layers,
+        # a multimodal config: its language model's; none where no depth is named (BLT's byte-level sub-models)
+        "layers": None if built is None else getattr(config.get_text_config(), "num_hidden_layers", None),
+        "parameters": 0,
         "stages": [],
     }
-    state: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="neuroncompat-check-model-") as directory:
-        torch.manual_seed(0)
-        built = AutoModelForCausalLM.from_config(config, dtype=dtype)
-        built.save_pretrained(directory)
-        result["parameters"] = sum(p.numel() for p in built.parameters())
-        del built
+        # reloaded through its class: a multimodal model's saved config may be its text config's (Emu3), which the
+        # auto mapping does not take back
+        model_class: Any = type(built)
+        if built is not None:
+            built.save_pretrained(directory)
+            result["parameters"] = sum(p.numel() for p in built.parameters())
+            del built
 
         def load() -> str:
-            state["cpu"] = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype)
-            state["neuron"] = model = AutoModelForCausalLM.from_pretrained(directory, device_map="neuron", dtype=dtype)
+            if "unbuilt" in state:
+                raise state["unbuilt"]
+            state["cpu"] = model_class.from_pretrained(directory, dtype=dtype)
+            state["neuron"] = model = model_class.from_pretrained(directory, device_map="neuron", dtype=dtype)
             off = sorted({str(p.device) for p in model.parameters() if p.device.type != "neuron"})
             if off:
                 raise AssertionError(f"parameters left on {', '.join(off)}")
@@ -381,9 +418,7 @@ def run(config_path: Path, tensor_parallel: bool = False) -> dict[str, Any]:
                 entry.update(status="fail", error=str(exc)[:500], **exc.where)
             except CpuReferenceError as exc:  # not a Neuron verdict: the CPU run of the same model fails
                 cause = exc.__cause__ or exc
-                entry.update(
-                    status="cpu-fails", error=f"the CPU fails too: {str(exc).splitlines()[0]}"[:500], **_where(cause)
-                )
+                entry.update(status="cpu-fails", error=f"the CPU fails too: {_message(exc)}"[:500], **_where(cause))
             except Exception as exc:  # a stage's failure is its result; the next stage still runs
                 entry.update(
                     status="fail",
