@@ -54,6 +54,9 @@ _SIZES: dict[str, int] = {
     "ffn_hidden_size": 2 * WIDTH,
     "expert_ffn_hidden_size": WIDTH // 2,
     "head_dim": HEAD_DIM,
+    "attention_hidden_size": 2 * WIDTH,  # Zamba: attention over the residual and the embeddings side by side
+    "attention_head_dim": 2 * HEAD_DIM,
+    "mamba_dt_rank": 8,
     "vocab_size": VOCAB,
     "max_position_embeddings": 256,
     "state_size": 16,
@@ -149,12 +152,12 @@ def _per_layer_overrides(values: dict[str, Any], depth: int) -> dict[str, Any]:
         tiny = dict(override)
         for key, value in override.items():
             size, default = _SIZES.get(key), values.get(key)
-            if size is None or not isinstance(value, int):
+            if key == "num_key_value_heads" and isinstance(value, int):
+                tiny[key] = _kv_heads(override.get("num_attention_heads", values.get("num_attention_heads")), value)
+            elif size is None or not isinstance(value, int):
                 continue
-            if key in ("num_attention_heads", "num_key_value_heads"):
-                tiny[key] = (
-                    HEADS if key == "num_attention_heads" else _kv_heads(override.get("num_attention_heads"), value)
-                )
+            elif key == "num_attention_heads":
+                tiny[key] = HEADS
             elif isinstance(default, int) and value != default:
                 tiny[key] = 2 * size if value > default else max(size // 2, 1)
             else:
@@ -186,6 +189,10 @@ def tiny_values(values: dict[str, Any], repeats: int = 1) -> dict[str, Any]:
             out["mamba_d_ssm"] = expand * WIDTH
     if isinstance(values.get("qk_rope_head_dim"), int):  # multi-head latent attention (DeepSeek-V2/V3)
         out["head_dim"] = out["qk_rope_head_dim"]  # its rotary part, as the config derives it
+        rope, nope, full_dim = values["qk_rope_head_dim"], values.get("qk_nope_head_dim"), values.get("head_dim")
+        if isinstance(nope, int) and isinstance(full_dim, int) and full_dim > rope:  # Dots 3: non-rotary + rotary
+            tiny_nope = out["qk_nope_head_dim"]  # the same or, for a layer override's wider part, twice (as overrides)
+            out["head_dim"] += tiny_nope if full_dim - rope == nope else 2 * tiny_nope
         if "qk_head_dim" in values:
             out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
     for key in _EXPERTS:
