@@ -87,7 +87,9 @@ def check_group(model_types: list[str], classes: dict[str, str], timeout: float)
                 directories[model_type] = Path(scratch) / model_type
                 config.save_pretrained(directories[model_type])
             except Exception as exc:  # the default config itself cannot be built: a row, not a crash of the bench
-                entries[model_type]["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                entries[model_type]["error"] = (
+                    f"transformers refuses its own default config: {type(exc).__name__}: {exc}"[:300]
+                )
                 entries[model_type]["seconds"] = 0.0
         checked = [t for t in model_types if t in directories]
         try:
@@ -190,14 +192,15 @@ def table(rows: dict[str, dict[str, Any]], total: int) -> str:
         "simulated device with the shim; README, `neuroncompat check`). A pass means the architecture's code paths",
         "run on the simulated device (docs/simulator.md says what it imitates and what is unknown); it is not a",
         "measurement on a trn2. A failure names the first error and the model's line where it was raised; `CPU too`",
-        "means the same tiny model fails on the CPU (no Neuron verdict). A failure may also come from the shrinking (a",
+        "means the same tiny model fails on the CPU, or (at `load`) that the config builds no model in transformers even",
+        "at full size, a default config missing a field (no Neuron verdict). A failure may also come from the shrinking (a",
         "size the tiny config left inconsistent, such as a rotary width of the full model): each needs reading before it",
         "is called an architecture's gap on Neuron; `Cause:` says what was found where it was read.",
         "",
         f"**{passed} of {len(rows) - unchecked} architectures checked pass every stage**, {device_only} fail on the "
         f"simulated device only, {cpu_too} fail on the CPU too (no Neuron verdict); {unchecked} more could not be",
-        "checked (`not checked`: the default config could not be shrunk or loaded as a causal LM by `check`, a limit of",
-        f"the tool, not a verdict on the architecture). {len(rows)} of the {total} model types in the installed",
+        "checked (`not checked`: transformers refuses its own default config, or `check` could not shrink it or load it as",
+        f"a causal LM, a limit of the tool; no verdict on the architecture). {len(rows)} of the {total} model types in the installed",
         "transformers' causal-LM mapping were tried; the checks took "
         f"{sum(r['seconds'] for r in rows.values()) / 60:.1f} min in all, 2 at a time on a 2-core machine; one",
         f"architecture's check took {median:.1f} s (median, a fresh process each, column `s`).",

@@ -1,6 +1,6 @@
 """docs/architectures.md is up to date for the CI subset: ``check`` on each gives that architecture's row.
 
-The table is the bench's full run (44 min); the suite checks its dozen architectures of ``CI_SUBSET``
+The table is the bench's full run (39 min of checks); the suite checks its dozen architectures of ``CI_SUBSET``
 (bench/bench_architectures.py: dense, MoE, sliding-window, hybrid and linear attention, state-space, multimodal
 text backbones) on every run, so a regression in the simulator, the shim or ``check``, or a table left stale by a
 change, fails here. Each half of the subset is checked in one worker process

@@ -96,6 +96,18 @@ def test_per_layer_values_follow_the_cut_and_other_size_names_shrink():
     assert xlnet.d_head * xlnet.n_head == xlnet.d_model and xlnet.n_layer == 2
     zamba = tiny_config(transformers.ZambaConfig(), repeats=2)  # its hybrid layers share a block: two of them
     assert zamba.layers_block_type.count("hybrid") == 2 and len(zamba.layers_block_type) == zamba.num_hidden_layers
+    gpt_neo = tiny_config(transformers.GPTNeoConfig())  # [[kinds, times]] expands to a kind per layer: each once
+    assert (gpt_neo.num_layers, gpt_neo.attention_layers) == (2, ["global", "local"])
+    dots3 = tiny_config(transformers.Dots3NoteConfig())  # each adapter joins its encoder to the language model
+    assert dots3.vision_config.adapter_in_dim == dots3.vision_config.hidden_size == 64
+    assert dots3.vision_config.adapter_out_dim == dots3.text_config.hidden_size == 64
+    gptj = tiny_config(transformers.GPTJConfig())  # a rotary part of each head stays a part
+    assert gptj.rotary_dim == 8 < gptj.n_embd // gptj.n_head
+    rwkv, zamba = tiny_config(transformers.RwkvConfig()), tiny_config(transformers.ZambaConfig())
+    assert (rwkv.attention_hidden_size, zamba.attention_hidden_size) == (64, 128)  # the width's multiple is kept
+    zamba2 = tiny_config(transformers.Zamba2Config())  # its Mamba-2 heads span the inner width
+    assert zamba2.n_mamba_heads * zamba2.mamba_headdim == zamba2.mamba_expand * zamba2.hidden_size
+    assert tiny_config(transformers.MarianConfig()).decoder_vocab_size == 256
 
 
 def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):
@@ -201,8 +213,9 @@ def test_a_compiled_stage_names_the_error_dynamo_wrapped():
 
 def test_the_json_report_of_failing_stages_validates_against_its_schema(tmp_path):
     """The schema ships in the package (neuroncompat/check/report.schema.json); a passing report is validated above.
-    Bamba's tiny model fails on the CPU too from generate on (``cpu-fails``: no Neuron verdict), printed from a worker
-    process as the CLI prints it. (No architecture of the pinned transformers fails on the device only since the
+    Bamba's tiny model fails on the CPU too from generate on (``cpu-fails``: no Neuron verdict), and Reformer's default
+    config builds no model in transformers at all (its load is ``cpu-fails``), printed from a worker process as the
+    CLI prints it. (No architecture of the pinned transformers fails on the device only since the
     SDPA mask fix, tests/test_simulator_sdpa_mask_grad.py, so a ``fail`` stage has no real model to come from here.)"""
     from importlib.resources import files
 
@@ -212,6 +225,8 @@ def test_the_json_report_of_failing_stages_validates_against_its_schema(tmp_path
     assert json.loads((files("neuroncompat.check") / "report.schema.json").read_text()) == SCHEMA
     models = [
         _save(tmp_path / "bamba", transformers.BambaConfig(architectures=["BambaForCausalLM"])),
+        # transformers' own default: no decoder flag, so the causal-LM class refuses it at any size
+        _save(tmp_path / "reformer", transformers.ReformerConfig(architectures=["ReformerModelWithLMHead"])),
     ]
     documents = [json.loads(render_json(result)) for result in check_many([str(m) for m in models])]
     for document in documents:
@@ -220,3 +235,10 @@ def test_the_json_report_of_failing_stages_validates_against_its_schema(tmp_path
     assert documents[0]["schema"] == "neuroncompat.check/1" and documents[0]["exit_code"] == 1
     assert bamba["generate"]["status"] == "cpu-fails"
     assert bamba["generate"]["error"].startswith("the CPU fails too: ValueError: `get_seq_length`")
+    reformer = {stage["stage"]: stage for stage in documents[1]["stages"]}  # not the tool's failure, not Neuron's
+    assert reformer["load"]["status"] == "cpu-fails" and reformer["generate"]["status"] == "skipped"
+    assert reformer["load"]["error"].startswith(
+        "the CPU fails too: the model does not build from its config: AssertionError: If you want to use "
+        "`ReformerModelWithLMHead` make sure that `is_decoder=True`."
+    )
+    assert (documents[1]["layers"], documents[1]["parameters"]) == (None, 0)

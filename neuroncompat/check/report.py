@@ -32,13 +32,19 @@ def _stage_lines(stage: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _sizes(result: dict[str, Any]) -> str:
+    if not result["parameters"]:  # the model did not build: the load stage says why
+        return "  no tiny model of the same architecture could be built from the config"
+    layers = f"{result['layers']} layers, " if result["layers"] is not None else ""
+    return f"  checked on a tiny random model of the same architecture: {layers}{result['parameters']:,} parameters"
+
+
 def render_text(result: dict[str, Any]) -> str:
     verdict = "runs" if result["exit_code"] == 0 else "does not run as it is"
     lines = [
         f"{result['model']}: {result['architecture']} ({result['model_type']}, {result['dtype']}) {verdict} on the "
         f"simulated Neuron device",
-        f"  checked on a tiny random model of the same architecture: {result['layers']} layers, "
-        f"{result['parameters']:,} parameters",
+        _sizes(result),
     ]
     for stage in result["stages"]:
         lines += _stage_lines(stage)

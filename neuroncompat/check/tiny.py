@@ -54,10 +54,17 @@ _SIZES: dict[str, int] = {
     "ffn_hidden_size": 2 * WIDTH,
     "expert_ffn_hidden_size": WIDTH // 2,
     "head_dim": HEAD_DIM,
-    "attention_hidden_size": 2 * WIDTH,  # Zamba: attention over the residual and the embeddings side by side
-    "attention_head_dim": 2 * HEAD_DIM,
+    "rotary_dim": HEAD_DIM // 2,  # GPT-J, CodeGen: a rotary part of each head (64 of 256), still a part
+    "attention_head_dim": 2 * HEAD_DIM,  # Zamba: attention over the residual and the embeddings side by side
+    "kv_channels": HEAD_DIM,
     "mamba_dt_rank": 8,
+    "adapter_in_dim": WIDTH,  # Dots 3's vision and audio adapters take their encoder's width
+    "adapter_input_size": WIDTH,
+    "adapter_out_dim": WIDTH,  # ... and give the language model its width
     "vocab_size": VOCAB,
+    "decoder_vocab_size": VOCAB,
+    "embedding_dim": WIDTH,
+    "adapter_rank": 8,
     "max_position_embeddings": 256,
     "state_size": 16,
     "d_state": 16,
@@ -174,9 +181,13 @@ def tiny_values(values: dict[str, Any], repeats: int = 1) -> dict[str, Any]:
             out[key] = tiny_values(value, repeats)
     heads = values.get("num_attention_heads")
     out.update({key: size for key, size in _SIZES.items() if isinstance(values.get(key), int)})
-    kv = _kv_heads(heads, values.get("num_key_value_heads"))
-    if kv is not None:
-        out["num_key_value_heads"] = kv
+    for key in ("num_key_value_heads", "num_query_groups"):
+        kv = _kv_heads(heads, values.get(key))
+        if kv is not None:
+            out[key] = kv
+    attention, hidden = values.get("attention_hidden_size"), values.get("hidden_size")
+    if isinstance(attention, int) and isinstance(hidden, int):  # a multiple of the width: RWKV's 1x, Zamba's 2x
+        out["attention_hidden_size"] = WIDTH * max(attention // hidden, 1)
     if isinstance(values.get("expand"), int) and "intermediate_size" in values:
         out["intermediate_size"] = values["expand"] * WIDTH
     if isinstance(values.get("expand"), int) and isinstance(values.get("num_heads"), int) and "head_dim" in values:
@@ -187,6 +198,9 @@ def tiny_values(values: dict[str, Any], repeats: int = 1) -> dict[str, Any]:
         out["mamba_n_heads"] = expand * WIDTH // HEAD_DIM
         if isinstance(values.get("mamba_d_ssm"), int):  # Falcon-H1 names the inner width itself
             out["mamba_d_ssm"] = expand * WIDTH
+    if isinstance(values.get("n_mamba_heads"), int) and isinstance(values.get("mamba_headdim"), int):  # Zamba 2
+        out["mamba_headdim"] = HEAD_DIM
+        out["n_mamba_heads"] = (values.get("mamba_expand") or 2) * WIDTH // HEAD_DIM
     if isinstance(values.get("qk_rope_head_dim"), int):  # multi-head latent attention (DeepSeek-V2/V3)
         out["head_dim"] = out["qk_rope_head_dim"]  # its rotary part, as the config derives it
         rope, nope, full_dim = values["qk_rope_head_dim"], values.get("qk_nope_head_dim"), values.get("head_dim")
@@ -213,10 +227,19 @@ def tiny_values(values: dict[str, Any], repeats: int = 1) -> dict[str, Any]:
     if isinstance(values.get("num_hidden_layers"), int):
         out.update(_depth(values, repeats))
         depth = out["num_hidden_layers"]
+        if values.get("num_blocks") == values["num_hidden_layers"]:  # xLSTM names its depth twice
+            out["num_blocks"] = depth
         for key in ("mlp_only_layers",):
             if isinstance(values.get(key), list):
                 out[key] = [i for i in values[key] if i < depth]
     out.update({key: 2 * repeats for key in _OTHER_DEPTHS if isinstance(values.get(key), int)})
+    kinds = values.get("attention_types")
+    if "num_layers" in values and isinstance(kinds, list) and all(isinstance(k, list) and len(k) == 2 for k in kinds):
+        # GPT-Neo: [[kinds, times], ...] expands to one kind per layer; each pattern once (twice for repeats=2)
+        out["attention_types"] = [[pattern, repeats] for pattern, _ in kinds]
+        out["num_layers"] = sum(len(pattern) for pattern, _ in kinds) * repeats
+        if "attention_layers" in values:  # the expanded list, which the config would otherwise take as given
+            out["attention_layers"] = [kind for pattern, _ in kinds for _ in range(repeats) for kind in pattern]
     for key, value in values.items():  # dropout draws from each device's own generator: no equal losses with it
         if isinstance(value, float) and ("dropout" in key or key.endswith("pdrop")):
             out[key] = 0.0
