@@ -145,7 +145,8 @@ def _is_config_call(node: cst.Call) -> bool:
 
 @dataclass
 class _References:
-    written: dict[int, tuple[cst.Attribute, str]] = field(default_factory=dict)  # id of a partial -> original, rule
+    # id of a partial -> (that partial, held so that its id is not reused by a later node; the original; the rule)
+    written: dict[int, tuple[cst.BaseExpression, cst.Attribute, str]] = field(default_factory=dict)
 
 
 @on("Attribute")
@@ -167,7 +168,7 @@ def cuda_amp_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpress
     else:
         return node
     new = cst.parse_expression(f"{_code(ctx.module_ref('functools'))}.partial({target})")
-    family_state(ctx, "amp-references", _References).written[id(new)] = (node, rule_id)
+    family_state(ctx, "amp-references", _References).written[id(new)] = (new, node, rule_id)
     ctx.hit(rule_id)
     return new
 
@@ -185,7 +186,7 @@ def unused_functools(node: cst.Module, ctx: FileContext) -> cst.Module:
 def precision_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     references = ctx.family_state.get("amp-references")
     if isinstance(references, _References) and id(node.func) in references.written:
-        original, rule_id = references.written.pop(id(node.func))  # called: the call is rewritten as a whole
+        _, original, rule_id = references.written.pop(id(node.func))  # called: the call is rewritten as a whole
         ctx.frames[-1].hits[rule_id] -= 1
         node = node.with_changes(func=original)
     qualified = ctx.qualify(node.func)

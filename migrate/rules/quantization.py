@@ -183,7 +183,7 @@ def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         # constructing a quantized layer takes bitsandbytes' own arguments: `torch.nn.Linear` would not accept them
         ctx.frames[-1].hits["NM209"] -= 1
         todo(ctx, "NM908", BNB_LEFT)
-        return node.with_changes(func=layers.replaced.pop(id(node.func)))
+        return node.with_changes(func=layers.replaced.pop(id(node.func))[1])
     qualified = ctx.qualify(node.func) or ""
     if qualified.startswith("bitsandbytes.optim.") and ctx.enabled("NM210"):
         ctx.hit("NM210")
@@ -255,9 +255,8 @@ _BNB_LINEAR = frozenset(
 
 @dataclass
 class _Layers:
-    replaced: dict[int, cst.Attribute] = field(
-        default_factory=dict
-    )  # id of a `torch.nn.Linear` written -> the original
+    # id of a `torch.nn.Linear` written -> (that node, held so that its id is not reused by a later node; the original)
+    replaced: dict[int, tuple[cst.Attribute, cst.Attribute]] = field(default_factory=dict)
 
 
 @on("Attribute")
@@ -279,7 +278,7 @@ def bnb_optimizer_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseEx
         ctx.hit("NM209")
         retire(ctx, "bitsandbytes")
         new = cst.Attribute(value=ctx.module_ref("torch.nn"), attr=cst.Name("Linear"))
-        family_state(ctx, "bnb-layers", _Layers).replaced[id(new)] = node
+        family_state(ctx, "bnb-layers", _Layers).replaced[id(new)] = (new, node)
         return new
     return node
 

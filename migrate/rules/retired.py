@@ -19,7 +19,7 @@ dying before its first line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -94,7 +94,9 @@ class _Prune(cst.CSTTransformer):
         self.retired = retired
         self.read = read
         self.withdrawn = withdrawn
-        self.emptied: set[int] = set()  # ids of statements that were nothing but a removed import
+        # statements that were nothing but a removed import, by id; each node is held so that its id is not reused
+        # by a node made later (a freed node's id comes back, and an unrelated statement would be dropped)
+        self.emptied: dict[int, cst.SimpleStatementLine] = {}
 
     def _gone(self, alias: cst.ImportAlias, module: str | None) -> bool:
         qualified = f"{module}.{alias_name(alias)}" if module is not None else alias_name(alias)
@@ -125,7 +127,7 @@ class _Prune(cst.CSTTransformer):
             body[-1] = body[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
             return updated.with_changes(body=body)
         emptied = updated.with_changes(body=[cst.Pass()])
-        self.emptied.add(id(emptied))
+        self.emptied[id(emptied)] = emptied
         return emptied
 
     def _small(self, small: cst.BaseSmallStatement) -> cst.BaseSmallStatement | None:
@@ -168,7 +170,7 @@ class _Prune(cst.CSTTransformer):
         """A `pass` standing for what went; its parent block drops it, keeping the comments above it."""
         lines = statement.leading_lines if statement is not None else ()
         emptied = cst.SimpleStatementLine([cst.Pass()], leading_lines=lines)
-        self.emptied.add(id(emptied))
+        self.emptied[id(emptied)] = emptied
         return emptied
 
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
@@ -200,7 +202,9 @@ def _only_reports(body: Sequence[cst.BaseStatement]) -> bool:
     return True
 
 
-def _without_emptied(body: Sequence[cst.BaseStatement], emptied: set[int]) -> list[cst.BaseStatement] | None:
+def _without_emptied(
+    body: Sequence[cst.BaseStatement], emptied: Mapping[int, cst.CSTNode]
+) -> list[cst.BaseStatement] | None:
     """`body` without the statements that were removed imports; their comments move to the next one."""
     if not any(id(stmt) in emptied for stmt in body):
         return None
