@@ -124,6 +124,7 @@ def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):
     assert stages["load"]["detail"].endswith("on neuron:0")
     assert stages["generate"]["detail"] == "6 greedy tokens equal the CPU's"
     assert stages["generate"]["graphs"] == 1  # transformers compiles the static-cache decode step
+    assert stages["generate"]["recompiles"] == []  # one decode graph for every token
     assert stages["train-eager"]["graphs"] == 0 and stages["train-compiled"]["graphs"] == 1
 
 
@@ -131,7 +132,17 @@ def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):
 def test_gemma3_sliding_and_full_attention_layers_pass(tmp_path):
     code, output = _check(_save(tmp_path, transformers.Gemma3TextConfig(architectures=["Gemma3ForCausalLM"])))
     assert code == 0, output
-    assert json.loads(output)["layers"] == 6
+    document = json.loads(output)
+    _validate(document)
+    assert document["layers"] == 6
+    # its sliding layers' static cache keeps a Python int of its length: a decode graph per token (window 8 > 6)
+    generate = _stages(output)["generate"]
+    assert generate["graphs"] == 5
+    [recompile] = generate["recompiles"]
+    assert recompile["guard"] == "kwargs['past_key_values'].layers[0].cumulative_length_int"
+    assert recompile["count"] == 4  # 5 graphs: the first and 4 recompiles
+    assert recompile["site"].startswith("transformers/cache_utils.py:") and recompile["site"].endswith(" in update")
+    assert recompile["cause"].startswith("transformers' sliding-window static cache keeps its length as a Python int")
 
 
 def test_mamba_passes_on_the_reference_scan(tmp_path):

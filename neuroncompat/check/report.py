@@ -29,7 +29,15 @@ def _stage_lines(stage: dict[str, Any]) -> list[str]:
     extra = [f"graphs compiled: {stage['graphs']}"] + [f"patch {p} acted" for p in stage["patches"]]
     lines.append(f"{'':<26} " + "; ".join(extra) + f"; {stage['seconds']} s")
     lines += [f"{'':<26} {_finding(f)}" for f in stage["findings"]]
+    lines += [f"{'':<26} {_recompile(r)}" for r in stage.get("recompiles", [])]
     return lines
+
+
+def _recompile(r: dict[str, Any]) -> str:
+    times = f" ({r['count']} times)" if r["count"] > 1 else ""
+    return f"recompiled: guard `{r['guard']}` failed at {r['site']}{times}" + (
+        f": {r['cause']}" if "cause" in r else ""
+    )
 
 
 def _sizes(result: dict[str, Any]) -> str:
@@ -66,7 +74,10 @@ def render_markdown(result: dict[str, Any]) -> str:
         detail = s.get("detail") or s.get("error", "")
         if s.get("model_line"):
             detail += f" (at `{s['model_line']}`)"
-        findings = "<br>".join(_finding(f) for f in s.get("findings", [])) or "-"
+        findings = "<br>".join(
+            [_finding(f) for f in s.get("findings", [])] + [_recompile(r) for r in s.get("recompiles", [])]
+        )
+        findings = findings or "-"
         patches = ", ".join(s.get("patches", [])) or "-"
         lines.append(
             f"| {s['stage']} | {_MARK[s['status']]} | {s.get('graphs', '-')} | {findings} | {patches} | {detail} |"

@@ -50,6 +50,7 @@ from torch.utils._pytree import tree_map
 
 import neuroncompat  # noqa: F401  (the shim, as a user's script starts it)
 from neuroncompat import shim
+from neuroncompat.check.recompiles import recompiles
 from neuroncompat.check.tiny import VOCAB, tiny_config
 from neuroncompat.simulate import record
 
@@ -427,6 +428,7 @@ def run(config_path: Path, tensor_parallel: bool = False) -> dict[str, Any]:
                 )
             entry["seconds"] = round(time.perf_counter() - start, 2)
             entry.update(_delta(before, recorder.snapshot()))
+            entry["recompiles"] = recompiles()  # this stage's: torch._dynamo.reset() above forgot the others
             entry["patches"] = list(patches.ids)
             result["stages"].append(entry)
     logging.getLogger("neuroncompat").removeHandler(patches)  # a later model in this process has its own
