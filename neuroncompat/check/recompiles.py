@@ -18,8 +18,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from neuroncompat.simulate.locations import shorten
+
 # "0/3: kwargs['past_key_values'].layers[0].cumulative_length_int == 5  # is_full = ...  # path.py:550 in update"
-_REASON = re.compile(r"^\s*\d+/\d+:\s*(?P<guard>.*?)(?:\s+#\s*(?P<rest>.*))?$")
+_REASON = re.compile(r"^\s*\d+/\d+:\s*(?P<guard>.*?)(?:\s+#.*)?$")
 _VALUE = re.compile(r"\s*(==|!=|<=|>=|<|>)\s*[-\w.'\"()]+$")
 _SITE = re.compile(r"#\s*(?P<file>[^#]*?\.py):(?P<line>\d+) in (?P<function>\w+)\s*$")
 
@@ -32,14 +34,6 @@ _CAUSES = {
 }
 
 
-def _short(path: str) -> str:
-    """A path from its package down (``transformers/cache_utils.py``), as the rest of the report writes them."""
-    for marker in ("site-packages/", "dist-packages/"):
-        if marker in path:
-            return path.split(marker, 1)[1]
-    return path
-
-
 def recompiles() -> list[dict[str, Any]]:
     """The guards whose failure made Dynamo compile a function again since the last reset: one entry per guard
     expression (its value left out) and source line, ``count`` the values it failed with, ``cause`` where known."""
@@ -47,7 +41,7 @@ def recompiles() -> list[dict[str, Any]]:
 
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for code, reasons in list(guard_failures.items()):
-        function = f"{_short(code.co_filename)}:{code.co_firstlineno} ({code.co_name})"
+        function = f"{shorten(code.co_filename)}:{code.co_firstlineno} ({code.co_name})"
         for reason in reasons:
             first = str(reason).strip().splitlines()[0] if str(reason).strip() else ""
             match = _REASON.match(first)
@@ -56,7 +50,7 @@ def recompiles() -> list[dict[str, Any]]:
             value = _VALUE.search(match["guard"])
             guard = match["guard"][: value.start()].strip() if value else match["guard"].strip()
             site = _SITE.search(first)
-            where = f"{_short(site['file'])}:{site['line']} in {site['function']}" if site else function
+            where = f"{shorten(site['file'])}:{site['line']} in {site['function']}" if site else function
             entry = found.setdefault((guard, where), {"guard": guard, "site": where, "function": function})
             # each recompile tries every graph cached before it: the values the guard held count the recompiles
             entry.setdefault("values", set()).add(value[0].strip() if value else "")
