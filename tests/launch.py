@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 # Wraps a script: records every DDP/FSDP-wrapped model, and at exit prints one line per rank
@@ -112,7 +113,43 @@ def accelerate_launch(
     return _checked(command, cwd)
 
 
+def run_ranks(
+    command: list[str], env: dict[str, str], cwd: Path, timeout: int = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run a torchrun or ``accelerate launch`` command; its ``stdout`` is the launcher's own
+    output followed by each rank's whole stdout, rank by rank, never interleaved.
+
+    Ranks that share the launcher's stdout pipe interleave their writes: a line of one rank can
+    land inside a line of the other (Python block-buffers a pipe and flushes at 8 KiB, not at a
+    newline). torchrun's own per-rank log files (``--log-dir`` with ``--redirects 1``, read from
+    ``PET_LOG_DIR``/``PET_REDIRECTS``; accelerate's launcher parses with torchrun's parser but passes
+    its own ``--log_dir``) keep each rank's output whole; tests read those.
+    """
+    with tempfile.TemporaryDirectory(prefix="ranks-") as logs:
+        if "accelerate.commands.launch" in command:  # its own --log_dir (default None) overrides PET_LOG_DIR
+            at = command.index("accelerate.commands.launch") + 1
+            command = [*command[:at], "--log_dir", logs, *command[at:]]
+        result = subprocess.run(
+            command,
+            env={**env, "PET_LOG_DIR": logs, "PET_REDIRECTS": "1"},
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        result.stdout += "".join(path.read_text(errors="replace") for path in rank_logs(Path(logs)))
+    return result
+
+
+def rank_logs(root: Path) -> list[Path]:
+    """Every rank's ``stdout.log`` under a torchrun log directory, in (attempt, local rank) order.
+
+    torchrun writes ``<log-dir>/<run id>/attempt_<n>/<local rank>/stdout.log``."""
+    logs = root.glob("*/attempt_*/*/stdout.log")
+    return sorted(logs, key=lambda p: (p.parent.parent.name, int(p.parent.name)))
+
+
 def _checked(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(command, env=simulated_env(), cwd=cwd, capture_output=True, text=True, timeout=600)
+    result = run_ranks(command, simulated_env(), cwd)
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout[-4000:]}\n{result.stderr[-8000:]}"
     return result

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 from fixture_runs import PROBE, assert_trained_on_cpu, losses
-from launch import WEIGHTS_PROBE, free_port, simulated_env
+from launch import WEIGHTS_PROBE, free_port, run_ranks, simulated_env
 
 from migrate.rule_families import get_rule
 
@@ -43,9 +43,7 @@ def _run(command: list[str], workdir: Path, log: Path, redirect: bool = True) ->
         if redirect
         else {"NEURONCOMPAT_SIMULATE": "0"}
     )
-    result = subprocess.run(
-        command, env=simulated_env(**extra), cwd=workdir, capture_output=True, text=True, timeout=900
-    )
+    result = run_ranks(command, simulated_env(**extra), workdir, timeout=900)
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     return result
 
@@ -217,7 +215,7 @@ def test_accelerate_fp16_loop_through_neuroncompat_simulate(run_workdir: Path, t
         "--train_file",
         "train.txt",
     ]
-    result = subprocess.run(command, env=simulated_env(), cwd=run_workdir, capture_output=True, text=True, timeout=900)
+    result = run_ranks(command, simulated_env(), run_workdir, timeout=900)
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     assert (
         "distributed type: DistributedType.MULTI_NEURON, device: neuron:0, mixed precision: bf16, cuda available: True"

@@ -16,7 +16,7 @@ from importlib.metadata import entry_points
 import pytest
 
 from tests.helpers import REPO, run_python
-from tests.launch import free_port, simulated_env
+from tests.launch import free_port, run_ranks, simulated_env
 
 
 def test_entry_point_is_installed():
@@ -52,12 +52,11 @@ def test_the_autoload_starts_the_device_not_the_shim():
 
 @pytest.mark.slow
 def test_bare_accelerate_launch_starts_one_process_per_requested_core(tmp_path):
-    import subprocess
 
     command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2"]
     command += ["--main_process_port", str(free_port()), "-m", "neuroncompat"]
     command.append(str(REPO / "tests" / "distributed" / "accelerate_world.py"))
-    done = subprocess.run(command, env=simulated_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = run_ranks(command, simulated_env(), tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     seen = sorted(re.findall(r"WORLD rank=\d+ size=\d+ device=\S+", done.stdout))
     assert seen == ["WORLD rank=0 size=2 device=neuron:0", "WORLD rank=1 size=2 device=neuron:1"], done.stdout

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from fixture_runs import assert_adapter_trained_on_cpu, assert_trained_on_cpu, losses
-from launch import WEIGHTS_PROBE, accelerate_launch, free_port, simulated_env, torchrun
+from launch import WEIGHTS_PROBE, accelerate_launch, free_port, rank_logs, simulated_env, torchrun
 
 pytestmark = pytest.mark.slow  # torchrun and accelerate launches of two ranks
 
@@ -29,7 +29,7 @@ OPTIMUM_FIXTURES = FIXTURES.parent / "optimum"
 def _results(stdout: str, tag: str = "RESULT") -> dict[int, dict]:
     """The JSON object each rank printed after ``tag``, by rank.
 
-    Ranks share torchrun's stdout, so another rank's output can land on the same line.
+    ``stdout`` holds each rank's output whole, one rank after the other (``launch.run_ranks``).
     """
     decoder = json.JSONDecoder()
     rows = [decoder.raw_decode(stdout, m.end())[0] for m in re.finditer(re.escape(tag) + " ", stdout)]
@@ -307,7 +307,8 @@ def test_two_nodes_of_two_processes_on_localhost(tmp_path: Path) -> None:
                 "neuroncompat",
                 str(SCRIPTS / "collectives.py"),
             ],
-            env=simulated_env(),
+            # each rank's stdout in its own file (tests/launch.py:run_ranks says why)
+            env=simulated_env(PET_LOG_DIR=str(tmp_path / f"node{node}"), PET_REDIRECTS="1"),
             cwd=tmp_path,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -318,7 +319,7 @@ def test_two_nodes_of_two_processes_on_localhost(tmp_path: Path) -> None:
     outputs = [launch.communicate(timeout=600) for launch in launches]
     for launch, (stdout, stderr) in zip(launches, outputs):
         assert launch.returncode == 0, f"{stdout[-3000:]}\n{stderr[-6000:]}"
-    ranks = _results(outputs[0][0] + outputs[1][0])
+    ranks = _results("".join(log.read_text() for node in (0, 1) for log in rank_logs(tmp_path / f"node{node}")))
     assert sorted(ranks) == [0, 1, 2, 3]
     for rank, r in ranks.items():
         assert r["device"] == f"neuron:{rank % 2}", "each node's local ranks own that node's cores"

@@ -23,7 +23,7 @@ from types import ModuleType
 
 import pytest
 import torch
-from launch import free_port, simulated_env
+from launch import free_port, run_ranks, simulated_env
 
 REFUSED = "have incompatible tensor type"
 SCRIPTS = Path(__file__).resolve().parent / "distributed"
@@ -89,9 +89,7 @@ def test_fsdp2_fully_shard_of_a_cpu_model_with_batchnorm_buffers_on_two_ranks(tm
     def launch(**env: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
         command += ["--master_port", str(free_port()), "-m", "neuroncompat", str(SCRIPTS / "fsdp2_cpu_buffers.py")]
-        return subprocess.run(
-            command, env=simulated_env(**env), cwd=tmp_path, capture_output=True, text=True, timeout=600
-        )
+        return run_ranks(command, simulated_env(**env), tmp_path)
 
     shimmed = launch()
     assert shimmed.returncode == 0, shimmed.stderr[-4000:]

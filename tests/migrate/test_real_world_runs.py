@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from fixture_runs import (  # noqa: E402  (imported after the torch skip)
     losses,
     run_script,
 )
-from launch import accelerate_launch, free_port, simulated_env, torchrun  # noqa: E402
+from launch import accelerate_launch, free_port, run_ranks, simulated_env, torchrun  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cuda"
 pytestmark = pytest.mark.slow
@@ -86,9 +85,7 @@ def _torchrun_cpu(script: Path, args: list[str], cwd: Path) -> str:
         str(script),
         *args,
     ]
-    result = subprocess.run(
-        command, env=simulated_env(NEURONCOMPAT_SIMULATE="0"), cwd=cwd, capture_output=True, text=True, timeout=600
-    )
+    result = run_ranks(command, simulated_env(NEURONCOMPAT_SIMULATE="0"), cwd)
     assert result.returncode == 0, result.stderr[-4000:]
     return result.stdout
 
