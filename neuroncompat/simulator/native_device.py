@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from neuroncompat import environment
+
 SOURCE = Path(__file__).with_name("native") / "neuron_device.cpp"
 _library: ctypes.CDLL | None = None
 
@@ -37,7 +39,7 @@ class NativeDeviceUnavailable(RuntimeError):
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("NEURONCOMPAT_CACHE_DIR") or os.path.join(
+    root = environment.path("NEURONCOMPAT_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "neuroncompat"
     )
     return Path(root) / "native"
