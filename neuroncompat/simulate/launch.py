@@ -8,6 +8,11 @@ to the script): ``python [opts] train.py`` -> ``python [opts] -m neuroncompat tr
 ``python -m neuroncompat -m accelerate.commands.launch [opts] -m neuroncompat train.py``. The
 launchers' own option parsers find where the script starts, so every launcher option is kept.
 
+A bare ``python`` (``python3``, ``python3.12``) or ``torchrun`` becomes the interpreter ``neuroncompat``
+itself runs under (``torchrun`` as its ``-m torch.distributed.run``): the one that has neuroncompat, where the
+first ``python`` on PATH may not (``venv/bin/neuroncompat simulate -- python train.py`` without an activated
+venv). A path (``/usr/bin/python3``, ``./other-venv/bin/torchrun``) is the user's choice and is kept.
+
 For ``torchrun`` and ``accelerate launch`` the launcher's own error dump is left out of the
 terminal (:mod:`~neuroncompat.simulate.launcher_output`; the whole output goes to a log file
 whose path is printed) and a failed run ends with one line per failed rank: the user's exception
@@ -117,11 +122,24 @@ def _python(argv: Sequence[str]) -> Launch:
     raise UnsupportedCommand("no script given to python")
 
 
+def _this_interpreter(argv: list[str]) -> list[str]:
+    """A bare ``python`` or ``torchrun`` as this interpreter's (see the module docstring); a path as given."""
+    program = argv[0]
+    if os.sep in program or (os.altsep is not None and os.altsep in program):
+        return argv
+    if _PYTHON.fullmatch(program):
+        return [sys.executable, *argv[1:]]
+    if program == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
+    return argv
+
+
 def plan(argv: Sequence[str]) -> Launch:
     """The command that runs ``argv`` through the shim (see the module docstring)."""
     argv = list(argv)
     if not argv:
         raise UnsupportedCommand("no command given")
+    argv = _this_interpreter(argv)
     program = Path(argv[0]).name
     if _PYTHON.fullmatch(program):
         return _python(argv)
