@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroncompat.simulate import RECORD_ENV, failures
+from neuroncompat.simulate.job import Job
 from neuroncompat.simulate.launcher_output import LauncherOutput
 from neuroncompat.simulate.report import load_records
 
@@ -159,7 +159,9 @@ def run(argv: Sequence[str], cores: int | None = None) -> tuple[int, list[dict[s
     """Run ``argv`` on the simulator; returns its exit code and every process's record.
 
     Without ``cores`` the simulator gets its default (2), or one core per local process when the
-    launcher starts more. Ctrl-C reaches the script (same process group); its records are still read.
+    launcher starts more. The command runs as its own job (:mod:`~neuroncompat.simulate.job`): Ctrl-C,
+    SIGTERM and SIGHUP reach it and this waits for it to end, so its records are still read and the
+    temporary directory is removed after it, never under it.
     """
     launch = plan(argv)
     env = dict(os.environ, NEURONCOMPAT_SIMULATE="1")
@@ -172,15 +174,13 @@ def run(argv: Sequence[str], cores: int | None = None) -> tuple[int, list[dict[s
         log_path = Path(directory, "launcher.log")
         with open(log_path, "wb") as log:
             try:
-                process = subprocess.Popen(launch.argv, env=env, stderr=subprocess.PIPE if launch.launcher else None)
+                with Job(launch.argv, env, stderr=subprocess.PIPE if launch.launcher else None) as job:
+                    assert job.process is not None
+                    stderr = job.process.stderr
+                    output = LauncherOutput(stderr, sys.stderr.buffer, log) if stderr is not None else None
+                    returncode = job.wait()
             except FileNotFoundError as exc:
                 raise UnsupportedCommand(f"{launch.argv[0]!r} was not found: {exc.strerror}") from exc
-            output = LauncherOutput(process.stderr, sys.stderr.buffer, log) if process.stderr is not None else None
-            try:
-                returncode = process.wait()
-            except KeyboardInterrupt:
-                process.send_signal(signal.SIGINT)
-                returncode = process.wait()
             if output is not None:
                 output.join()
         exit_code = _exit_code(returncode)
