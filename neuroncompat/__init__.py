@@ -44,10 +44,13 @@ try:
     if not _imported_by_the_simulator_autoload():
         _shim.start()  # apply() without building its status: off Neuron that would import every patch
 except Exception as stop:
+    from neuroncompat.environment import SettingError
     from neuroncompat.patch import PatchError
 
     if isinstance(stop, PatchError):
         # A patch stopped the run on purpose: exit with its message alone (status 1), not a traceback
         # through the import machinery. ``neuroncompat.apply()`` called directly raises PatchError.
         raise SystemExit(str(stop)) from None
+    if isinstance(stop, SettingError):  # a mistyped NEURONCOMPAT_* value: the user's to fix, not a crash
+        raise SystemExit(f"neuroncompat: {stop}") from None
     raise

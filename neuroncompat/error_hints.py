@@ -27,10 +27,11 @@ exactly as they were, and chains to whatever hook was installed before. Giving `
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from types import TracebackType
+
+from neuroncompat import environment
 
 _on_neuron = False  # set by install(): which of the two errors this process can meet
 _UNKNOWN_DEVICE = "device type at start of device string: neuron"
@@ -82,7 +83,7 @@ def _on_neuron_hint(exc: BaseException | None) -> str | None:
     if redirect is not None and redirect.is_redirected():
         return None  # the redirect is on: library code asked CUDA, and its answer is the truth
     script = _script()
-    simulate = "NEURONCOMPAT_SIMULATE=1 " if os.environ.get("NEURONCOMPAT_SIMULATE") else ""
+    simulate = "NEURONCOMPAT_SIMULATE=1 " if environment.flag("NEURONCOMPAT_SIMULATE") else ""
     return (
         "neuroncompat: this script uses CUDA, and this machine's accelerator is the NeuronCore (device 'neuron'). "
         f"Run it as written with the CUDA redirect: {simulate}NEURONCOMPAT_CUDA=redirect python -m neuroncompat {script}; "

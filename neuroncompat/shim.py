@@ -25,14 +25,13 @@ by :func:`status`, or when patch ids are given to check. The DEBUG line is logge
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from _thread import RLock
 from collections import namedtuple
 from collections.abc import Sequence
 from types import ModuleType
 
-from neuroncompat import error_hints
+from neuroncompat import environment, error_hints
 from neuroncompat.detect import Detection, clear_availability_caches, detect_torch_neuronx
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -73,8 +72,7 @@ def patch_ids() -> list[str]:
 
 
 def _disabled_from_env() -> set[str]:
-    raw = os.environ.get("NEURONCOMPAT_DISABLE", "")
-    return {part.strip() for part in raw.split(",") if part.strip()}
+    return set(environment.names("NEURONCOMPAT_DISABLE"))
 
 
 def _on_neuron(found: Detection) -> bool:
@@ -86,7 +84,7 @@ def _on_neuron(found: Detection) -> bool:
 
 
 def _simulating() -> bool:
-    return os.environ.get("NEURONCOMPAT_SIMULATE", "").lower() in ("1", "true", "yes", "on")
+    return environment.flag("NEURONCOMPAT_SIMULATE")
 
 
 def _maybe_start_simulator() -> None:
@@ -112,6 +110,17 @@ def _check_before_device(disabled: set[str]) -> None:
             _start(patch)
 
 
+def _check_patch_ids(skip: set[str], from_env: set[str]) -> None:
+    """Ids in ``apply(skip=...)`` (ValueError) and ``NEURONCOMPAT_DISABLE`` (SettingError) must name patches."""
+    for given, error in ((skip, ValueError), (from_env, environment.SettingError)):
+        unknown = given - {"all"} - set(patch_ids()) if given - {"all"} else set()
+        if unknown:
+            where = "NEURONCOMPAT_DISABLE" if error is environment.SettingError else "apply(skip=...)"
+            raise error(
+                f"{where}: unknown neuroncompat patch id(s) {sorted(unknown)}; accepted: all, {', '.join(patch_ids())}"
+            )
+
+
 def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchStatus]:
     """Apply every patch that is not disabled; idempotent. Returns :func:`status`."""
     start(skip)
@@ -123,10 +132,8 @@ def start(skip: set[str] | list[str] | tuple[str, ...] = ()) -> None:
     the status would import every patch module for nothing)."""
     global _detection, _active, _inactive
     with _lock:
-        requested = (set(skip) | _disabled_from_env()) - {"all"}
-        unknown = requested - set(patch_ids()) if requested else set()
-        if unknown:
-            raise ValueError(f"unknown neuroncompat patch id(s) {sorted(unknown)}; known: {', '.join(patch_ids())}")
+        environment.check()  # a mistyped NEURONCOMPAT_* value stops here, before anything acts on it
+        _check_patch_ids(set(skip), _disabled_from_env())
         if _active:
             return
         from_env = _disabled_from_env()
@@ -166,7 +173,7 @@ def start(skip: set[str] | list[str] | tuple[str, ...] = ()) -> None:
 
 def _cuda_redirect_from_env(on_neuron: bool) -> None:
     """``NEURONCOMPAT_CUDA=redirect`` (docs/cuda_redirect.md); nothing is imported when it is unset."""
-    if os.environ.get("NEURONCOMPAT_CUDA"):
+    if environment.choice("NEURONCOMPAT_CUDA"):
         from neuroncompat import cuda
 
         cuda.start_from_env(on_neuron)

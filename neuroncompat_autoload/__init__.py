@@ -16,7 +16,8 @@ trn2, where torch-neuronx's autoload does not start neuroncompat either. A dry r
 shim import must fail or fall back as the hardware run would. Importing ``neuroncompat.simulator`` runs the
 package's ``__init__``, which would start the shim; :data:`ENABLING` tells it not to, and the package object is
 then dropped from ``sys.modules`` so that the script's own ``import neuroncompat`` runs ``__init__`` again and
-starts the shim (the submodules stay loaded). It never breaks ``import torch``: a failure is a warning.
+starts the shim (the submodules stay loaded). It never breaks ``import torch``: a failure is a warning,
+a value ``neuroncompat.environment`` does not accept (``NEURONCOMPAT_SIMULATE=2``) too, naming the variable.
 """
 
 from __future__ import annotations
@@ -24,21 +25,23 @@ from __future__ import annotations
 import os
 import sys
 
-_ON = ("1", "true", "yes", "on")
-
 # True while load() imports the simulator: neuroncompat/__init__.py then leaves the shim unstarted.
 ENABLING = False
 
 
 def load() -> None:
     """The ``torch.backends`` entry point: enable the simulated device when ``NEURONCOMPAT_SIMULATE`` is on."""
-    if os.environ.get("NEURONCOMPAT_SIMULATE", "").lower() not in _ON:
+    if not os.environ.get("NEURONCOMPAT_SIMULATE", "").strip():
         return
     if "neuroncompat" in sys.modules:
         return  # torch is being imported by the shim's own start, which enables the simulator next
     global ENABLING
     ENABLING = True
     try:
+        from neuroncompat import environment  # the one parser of NEURONCOMPAT_* values
+
+        if not environment.flag("NEURONCOMPAT_SIMULATE"):
+            return
         from neuroncompat import simulator
 
         if not simulator.is_enabled():

@@ -178,6 +178,20 @@ def test_text_report_and_a_clear_error_for_a_missing_config(tmp_path):
     assert code == 1 and "no config.json in this directory" in output
 
 
+@pytest.mark.slow  # a whole check
+def test_a_module_in_the_working_directory_does_not_shadow_what_the_worker_imports(tmp_path):
+    """`python -m` puts its working directory first on sys.path; a user's concurrent.py must not break the check."""
+    (tmp_path / "concurrent.py").write_text("raise RuntimeError('the local concurrent.py was imported')\n")
+    (tmp_path / "model").mkdir()
+    _save(tmp_path / "model", transformers.LlamaConfig(architectures=["LlamaForCausalLM"]))
+    command = str(Path(sys.executable).with_name("neuroncompat"))  # as installed: cwd is not on its sys.path
+    done = subprocess.run(  # a relative model path still works
+        [command, "check", "model"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "LlamaForCausalLM (llama, float32) runs on the simulated Neuron device" in done.stdout
+
+
 def test_a_training_step_that_draws_random_numbers_draws_the_same_on_the_cpu_reference(neuron):
     """Phi-MoE samples its experts in training (sparsemixer: Gumbel noise, ``rand_like``); the device's generator is
     not the CPU's, so the check's CPU reference draws on the device: same seed, same numbers, same loss. Its other

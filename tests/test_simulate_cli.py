@@ -13,6 +13,7 @@ from helpers import run_python
 from neuroncompat.simulate.launch import UnsupportedCommand, plan
 
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+PY = sys.executable  # a bare python or torchrun runs under the interpreter neuroncompat runs under
 
 
 def _simulate(*args: str, cwd: Path) -> tuple[int, str, str]:
@@ -23,15 +24,23 @@ def _simulate(*args: str, cwd: Path) -> tuple[int, str, str]:
 @pytest.mark.parametrize(
     ("command", "through_shim"),
     [
-        ("python train.py --lr 1", "python -m neuroncompat train.py --lr 1"),
-        ("python3 -u -W ignore train.py", "python3 -u -W ignore -m neuroncompat train.py"),
-        ("python -m pkg.train --lr 1", "python -m neuroncompat -m pkg.train --lr 1"),
-        ("python -m neuroncompat train.py", "python -m neuroncompat train.py"),
-        ("torchrun --nproc_per_node=2 train.py --lr 1", "torchrun --nproc_per_node=2 -m neuroncompat train.py --lr 1"),
-        ("torchrun --nnodes 1 -m pkg.train -x", "torchrun --nnodes 1 -m neuroncompat -m pkg.train -x"),
+        ("python train.py --lr 1", f"{PY} -m neuroncompat train.py --lr 1"),
+        ("python3 -u -W ignore train.py", f"{PY} -u -W ignore -m neuroncompat train.py"),
+        ("python -m pkg.train --lr 1", f"{PY} -m neuroncompat -m pkg.train --lr 1"),
+        ("python -m neuroncompat train.py", f"{PY} -m neuroncompat train.py"),
+        ("/usr/bin/python3 train.py", "/usr/bin/python3 -m neuroncompat train.py"),
+        (
+            "torchrun --nproc_per_node=2 train.py --lr 1",
+            f"{PY} -m torch.distributed.run --nproc_per_node=2 -m neuroncompat train.py --lr 1",
+        ),
+        (f"{TORCHRUN} train.py", f"{TORCHRUN} -m neuroncompat train.py"),
+        (
+            "torchrun --nnodes 1 -m pkg.train -x",
+            f"{PY} -m torch.distributed.run --nnodes 1 -m neuroncompat -m pkg.train -x",
+        ),
         (
             "python -m torch.distributed.run --nproc-per-node 2 train.py",
-            "python -m torch.distributed.run --nproc-per-node 2 -m neuroncompat train.py",
+            f"{PY} -m torch.distributed.run --nproc-per-node 2 -m neuroncompat train.py",
         ),
         (
             "accelerate launch --num_processes 2 train.py --lr 1",
@@ -39,7 +48,7 @@ def _simulate(*args: str, cwd: Path) -> tuple[int, str, str]:
         ),
         (
             "python3 -m accelerate.commands.launch -m pkg.train",
-            "python3 -m neuroncompat -m accelerate.commands.launch -m neuroncompat -m pkg.train",
+            f"{PY} -m neuroncompat -m accelerate.commands.launch -m neuroncompat -m pkg.train",
         ),
     ],
 )

@@ -85,10 +85,17 @@ def check_many(
             *(["--tensor-parallel"] if tensor_parallel else []),
         ]
         for config, out in zip(configs, outs):
-            command += [str(config), str(out)]
+            command += [str(config.resolve()), str(out)]
         try:
+            # `python -m` puts its working directory first on sys.path: the empty scratch directory, so a
+            # user's concurrent.py or torch.py beside the model cannot shadow what the worker imports.
             done = subprocess.run(
-                command, env=worker_environment(os.environ), capture_output=True, text=True, timeout=timeout
+                command,
+                env=worker_environment(os.environ),
+                cwd=scratch,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
             )
         except subprocess.TimeoutExpired as exc:
             if len(models) == 1:

@@ -20,12 +20,11 @@ CUDA), so they take their Neuron paths. Each redirected call site is logged once
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from types import ModuleType
 
-from neuroncompat import hooks
+from neuroncompat import environment, hooks
 from neuroncompat.cuda import sites
 from neuroncompat.patch import Patch
 
@@ -51,10 +50,7 @@ class _Redirect(Patch):
 
 def requested() -> bool:
     """Whether the environment asks for the redirect (``NEURONCOMPAT_CUDA=redirect``)."""
-    value = os.environ.get(ENV, "").strip().lower()
-    if value and value not in (MODE, "off", "0", "no", "false"):
-        raise ValueError(f"{ENV}={os.environ[ENV]!r}: expected {MODE!r} (or unset/off)")
-    return value == MODE
+    return environment.choice(ENV) == MODE
 
 
 def is_redirected() -> bool:

@@ -29,6 +29,8 @@ import sys
 import sysconfig
 from types import FrameType
 
+from neuroncompat import environment
+
 USER_PATHS_ENV = "NEURONCOMPAT_CUDA_USER_PATHS"
 
 # Packages that detect Neuron themselves (or are torch): they must see the real answers.
@@ -62,8 +64,7 @@ def _installed_dirs() -> tuple[str, ...]:
 
 
 def _user_paths() -> tuple[str, ...]:
-    raw = os.environ.get(USER_PATHS_ENV, "")
-    return tuple(os.path.realpath(p) for p in raw.split(os.pathsep) if p)
+    return tuple(os.path.realpath(p) for p in environment.paths(USER_PATHS_ENV))
 
 
 def _load_roots() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
 
+from neuroncompat import environment
 from neuroncompat.cuda.callers import user_frame
 
 LOG_ENV = "NEURONCOMPAT_CUDA_LOG"
@@ -84,7 +85,7 @@ def clear() -> None:
 
 
 def log_directory() -> Path:
-    return Path(os.environ.get(LOG_ENV) or Path(tempfile.gettempdir()) / "neuroncompat-cuda-redirect")
+    return Path(environment.path(LOG_ENV) or Path(tempfile.gettempdir()) / "neuroncompat-cuda-redirect")
 
 
 def snapshot() -> dict:
@@ -155,7 +156,7 @@ def write_at_exit() -> None:
         # child (mp.spawn worker) writes its log and leaves the summary to the process that started it.
         if (
             os.environ.get("RANK", "0") == "0"
-            and not os.environ.get("NEURONCOMPAT_SIMULATE_RECORD")
+            and not environment.path("NEURONCOMPAT_SIMULATE_RECORD")
             and multiprocessing.parent_process() is None
         ):
             print(summary(sites, path), file=sys.stderr)

@@ -9,9 +9,7 @@ here (a Neuron device or the simulator), and who counts as user code (the caller
 
 from __future__ import annotations
 
-import os
-
-from neuroncompat import cuda
+from neuroncompat import cuda, environment
 from neuroncompat.cuda.callers import LIBRARY_PACKAGES, USER_PATHS_ENV
 
 
@@ -32,8 +30,7 @@ def lines(neuron_present: bool) -> list[str]:
         )
     else:
         state = f"off ({cuda.ENV} unset; turn on with {cuda.ENV}=redirect or neuroncompat.cuda.redirect())"
-    user_paths = os.environ.get(USER_PATHS_ENV, "")
-    shown = ", ".join(p for p in user_paths.split(os.pathsep) if p) or "(unset)"
+    shown = ", ".join(environment.paths(USER_PATHS_ENV)) or "(unset)"
     return [
         f"CUDA redirect: {state}",
         f"  library code (sees the real device): {', '.join(LIBRARY_PACKAGES)}, the standard library, "

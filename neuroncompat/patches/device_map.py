@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from neuroncompat import environment
 from neuroncompat.patch import Patch
 
 AUTO_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
@@ -45,7 +45,7 @@ _SPREAD_FRACTION = 0.9
 
 
 def _spread_requested() -> bool:
-    return os.environ.get(SPREAD_ENV, "").strip().lower() == "balanced"
+    return environment.choice(SPREAD_ENV) == "balanced"
 
 
 # Modules that bind accelerate's get_max_memory by name: the opt-in spread must reach them too.

@@ -27,12 +27,12 @@ Example::
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from neuroncompat import environment
 from neuroncompat.patch import Patch
 
 OPT_IN_ENV = "NEURONCOMPAT_DIFFUSERS_DTYPE"
@@ -48,7 +48,7 @@ def _on_neuron() -> bool:
 
 
 def _convert() -> bool:
-    return os.environ.get(OPT_IN_ENV, "").strip().lower() in ("bf16", "bfloat16")
+    return environment.choice(OPT_IN_ENV) is not None
 
 
 class DiffusersPrecision(Patch):

@@ -15,8 +15,9 @@ gets a warning: Neuron will reject its graphs (``torch.compile(dynamic=True)`` i
 Static shapes mean one graph per (batch, length) bucket, and Dynamo recompiles a frame at most
 ``recompile_limit`` times (8) before it silently runs that frame eagerly for good: prompt plus
 completion lengths padded to multiples of 128 can pass 8 buckets.
-The limit is raised to 64 (``NEURONCOMPAT_RECOMPILE_LIMIT`` sets another value); a script that
-sets ``torch._dynamo.config.recompile_limit`` itself does so after this and wins.
+The limit is raised to 64 (docs/environment.md); a value set with ``NEURONCOMPAT_RECOMPILE_LIMIT`` is
+used as given, lower than Dynamo's 8 too, and logged. A script that sets
+``torch._dynamo.config.recompile_limit`` itself does so after this and wins.
 
 Stands down (environment restored, ``CompileConfig`` unwrapped) when Dynamo's own defaults, read
 from its config entries rather than the possibly env-set values, are already static
@@ -36,11 +37,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from neuroncompat import environment
 from neuroncompat.patch import Patch
 
 ENV = "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_SHAPES"
 LIMIT_ENV = "NEURONCOMPAT_RECOMPILE_LIMIT"
-DEFAULT_RECOMPILE_LIMIT = 64
 _FALSE = ("0", "false", "no", "off")
 
 
@@ -68,8 +69,10 @@ class DynamicShapes(Patch):
 
     def patch_module(self, name: str, module: ModuleType) -> bool:
         if name == "torch._dynamo.config":
-            limit = int(os.environ.get(LIMIT_ENV, DEFAULT_RECOMPILE_LIMIT))
-            if not _dynamo_defaults_dynamic(module) and _dynamo_default(module, "recompile_limit") >= limit:
+            limit = environment.integer(LIMIT_ENV)
+            chosen = environment.is_set(LIMIT_ENV)  # the user's limit is used as given, even a lower one
+            default_limit = _dynamo_default(module, "recompile_limit")
+            if not _dynamo_defaults_dynamic(module) and (default_limit == limit if chosen else default_limit >= limit):
                 self.stand_down(name)
                 return False
             if self._user_env is None and module.automatic_dynamic_shapes:
@@ -77,11 +80,12 @@ class DynamicShapes(Patch):
                 self.changed(
                     "torch._dynamo.config.automatic_dynamic_shapes = False (Neuron compiles static shapes only)"
                 )
-            if module.recompile_limit < limit:
+            if module.recompile_limit < limit or (chosen and module.recompile_limit != limit):
                 self.changed(
-                    "torch._dynamo.config.recompile_limit %d -> %d (one graph per static shape bucket)",
+                    "torch._dynamo.config.recompile_limit %d -> %d (%s)",
                     module.recompile_limit,
                     limit,
+                    f"{LIMIT_ENV}={limit}" if chosen else "one graph per static shape bucket",
                 )
                 self.replace(module, "recompile_limit", limit)
             return True

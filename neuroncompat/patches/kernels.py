@@ -48,7 +48,6 @@ import ast
 import functools
 import importlib.metadata
 import inspect
-import os
 import platform
 import threading
 from collections.abc import Callable
@@ -56,6 +55,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from neuroncompat import environment
 from neuroncompat.patch import Patch
 
 UNIVERSAL_ENV = "NEURONCOMPAT_KERNELS_UNIVERSAL"
@@ -74,7 +74,7 @@ class NeuronKernelMissing(FileNotFoundError):
 
 def universal_opted_in() -> bool:
     """The user asked to load legacy ``torch-universal`` builds on Neuron anyway."""
-    return os.environ.get(UNIVERSAL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return environment.flag(UNIVERSAL_ENV)
 
 
 def _device_type(device: Any) -> str | None:

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from neuroncompat import environment
 from neuroncompat.patch import Patch
 
 FALLBACK_ENV = "NEURONCOMPAT_VLLM_FALLBACK"
@@ -45,7 +45,7 @@ _TRAINERS = {
 
 
 def _fallback_requested() -> bool:
-    return os.environ.get(FALLBACK_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return environment.flag(FALLBACK_ENV)
 
 
 class Vllm(Patch):

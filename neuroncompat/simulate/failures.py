@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from neuroncompat import environment
 from neuroncompat.simulate import RECORD_ENV
 
 _LIBRARY_DIRS = tuple(
@@ -44,7 +45,7 @@ def _where(exc: BaseException, tb: TracebackType | None) -> tuple[str | None, in
 
 def note(exc: BaseException, tb: TracebackType | None) -> None:
     """Record this process's uncaught exception where ``neuroncompat simulate`` reads it (if it does)."""
-    directory = os.environ.get(RECORD_ENV)
+    directory = environment.path(RECORD_ENV)
     if not directory:
         return
     filename, line = _where(exc, tb)

@@ -8,6 +8,11 @@ to the script): ``python [opts] train.py`` -> ``python [opts] -m neuroncompat tr
 ``python -m neuroncompat -m accelerate.commands.launch [opts] -m neuroncompat train.py``. The
 launchers' own option parsers find where the script starts, so every launcher option is kept.
 
+A bare ``python`` (``python3``, ``python3.12``) or ``torchrun`` becomes the interpreter ``neuroncompat``
+itself runs under (``torchrun`` as its ``-m torch.distributed.run``): the one that has neuroncompat, where the
+first ``python`` on PATH may not (``venv/bin/neuroncompat simulate -- python train.py`` without an activated
+venv). A path (``/usr/bin/python3``, ``./other-venv/bin/torchrun``) is the user's choice and is kept.
+
 For ``torchrun`` and ``accelerate launch`` the launcher's own error dump is left out of the
 terminal (:mod:`~neuroncompat.simulate.launcher_output`; the whole output goes to a log file
 whose path is printed) and a failed run ends with one line per failed rank: the user's exception
@@ -22,7 +27,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroncompat.simulate import RECORD_ENV, failures
+from neuroncompat.simulate.job import Job
 from neuroncompat.simulate.launcher_output import LauncherOutput
 from neuroncompat.simulate.report import load_records
 
@@ -117,11 +122,24 @@ def _python(argv: Sequence[str]) -> Launch:
     raise UnsupportedCommand("no script given to python")
 
 
+def _this_interpreter(argv: list[str]) -> list[str]:
+    """A bare ``python`` or ``torchrun`` as this interpreter's (see the module docstring); a path as given."""
+    program = argv[0]
+    if os.sep in program or (os.altsep is not None and os.altsep in program):
+        return argv
+    if _PYTHON.fullmatch(program):
+        return [sys.executable, *argv[1:]]
+    if program == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
+    return argv
+
+
 def plan(argv: Sequence[str]) -> Launch:
     """The command that runs ``argv`` through the shim (see the module docstring)."""
     argv = list(argv)
     if not argv:
         raise UnsupportedCommand("no command given")
+    argv = _this_interpreter(argv)
     program = Path(argv[0]).name
     if _PYTHON.fullmatch(program):
         return _python(argv)
@@ -141,7 +159,9 @@ def run(argv: Sequence[str], cores: int | None = None) -> tuple[int, list[dict[s
     """Run ``argv`` on the simulator; returns its exit code and every process's record.
 
     Without ``cores`` the simulator gets its default (2), or one core per local process when the
-    launcher starts more. Ctrl-C reaches the script (same process group); its records are still read.
+    launcher starts more. The command runs as its own job (:mod:`~neuroncompat.simulate.job`): Ctrl-C,
+    SIGTERM and SIGHUP reach it and this waits for it to end, so its records are still read and the
+    temporary directory is removed after it, never under it.
     """
     launch = plan(argv)
     env = dict(os.environ, NEURONCOMPAT_SIMULATE="1")
@@ -154,15 +174,13 @@ def run(argv: Sequence[str], cores: int | None = None) -> tuple[int, list[dict[s
         log_path = Path(directory, "launcher.log")
         with open(log_path, "wb") as log:
             try:
-                process = subprocess.Popen(launch.argv, env=env, stderr=subprocess.PIPE if launch.launcher else None)
+                with Job(launch.argv, env, stderr=subprocess.PIPE if launch.launcher else None) as job:
+                    assert job.process is not None
+                    stderr = job.process.stderr
+                    output = LauncherOutput(stderr, sys.stderr.buffer, log) if stderr is not None else None
+                    returncode = job.wait()
             except FileNotFoundError as exc:
                 raise UnsupportedCommand(f"{launch.argv[0]!r} was not found: {exc.strerror}") from exc
-            output = LauncherOutput(process.stderr, sys.stderr.buffer, log) if process.stderr is not None else None
-            try:
-                returncode = process.wait()
-            except KeyboardInterrupt:
-                process.send_signal(signal.SIGINT)
-                returncode = process.wait()
             if output is not None:
                 output.join()
         exit_code = _exit_code(returncode)

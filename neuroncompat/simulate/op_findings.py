@@ -28,12 +28,12 @@ gradient of ``x[mask]`` is again a masked op; the forward line is the one to fix
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from neuroncompat import environment
 from neuroncompat.simulate import op_support
 from neuroncompat.simulate.locations import caller_in, current_caller, frames_in
 from neuroncompat.simulator import compile_backend, observer
@@ -120,8 +120,7 @@ def describe(op: str) -> str:
 
 def fallback_ops() -> frozenset[str]:
     """The table's CPU_FALLBACK operators plus those named in ``NEURONCOMPAT_SIMULATE_CPU_FALLBACK_OPS``."""
-    extra = {name.strip() for name in os.environ.get(FALLBACK_ENV, "").split(",") if name.strip()}
-    return op_support.CPU_FALLBACK | frozenset(extra)
+    return op_support.CPU_FALLBACK | frozenset(environment.names(FALLBACK_ENV))
 
 
 # (kind, op, site, user line, graph signature or None)

@@ -47,6 +47,7 @@ from typing import Any
 import torch
 from torch._dynamo.eval_frame import OptimizedModule
 
+from neuroncompat import environment
 from neuroncompat.simulate import RECORD_ENV, graph_breaks
 from neuroncompat.simulate.dtype_findings import GRAPH_INPUT
 from neuroncompat.simulate.locations import current_caller, shorten_location
@@ -357,6 +358,6 @@ def _write_on_sigterm(write: Callable[[], None]) -> None:
 
 def start_from_env() -> None:
     """Start recording when ``neuroncompat simulate`` asked for it (``NEURONCOMPAT_SIMULATE_RECORD``)."""
-    directory = os.environ.get(RECORD_ENV)
+    directory = environment.path(RECORD_ENV)
     if directory:
         start(directory)

@@ -43,7 +43,7 @@ import os
 
 import torch
 
-from neuroncompat import core_sets
+from neuroncompat import core_sets, environment
 from neuroncompat.detect import clear_availability_caches, detect_torch_neuronx
 from neuroncompat.simulator import (
     compile_backend,
@@ -72,7 +72,8 @@ __all__ = [
 
 logger = logging.getLogger("neuroncompat.simulator")
 
-DEFAULT_CORES = 2
+CORES_ENV = "NEURONCOMPAT_SIMULATE_CORES"
+DEFAULT_CORES = environment.integer_default(CORES_ENV)
 _registered: list[bool] = []
 _autograd_threading: list[bool] = []  # the setting enable() found, restored by disable()
 
@@ -113,7 +114,7 @@ def enable(cores: int | None = None) -> None:
             "NEURONCOMPAT_SIMULATE or uninstall torch-neuronx from this environment."
         )
     if cores is None:
-        cores = int(os.environ.get("NEURONCOMPAT_SIMULATE_CORES", 0)) or None
+        cores = environment.integer(CORES_ENV) if environment.is_set(CORES_ENV) else None
     cores = _visible_cores(cores)
     register_backend()
     _autograd_on_calling_thread()
@@ -138,7 +139,7 @@ def _visible_cores(host: int | None) -> int:
     if host is not None and named[-1] >= host:
         raise RuntimeError(
             f"the simulated Neuron runtime cannot start: {core_sets.ENV}={value} names NeuronCore {named[-1]}, "
-            f"but the simulated host has {host} (0-{host - 1}; NEURONCOMPAT_SIMULATE_CORES sets it)"
+            f"but the simulated host has {host} (0-{host - 1}; {CORES_ENV} sets it)"
         )
     return len(named)
 

@@ -1,4 +1,4 @@
-"""Build and load the simulated NeuronCore: the C++ PrivateUse1 backend in ``native/neuron_device.cpp``.
+"""Build and load the simulated NeuronCore: the C++ PrivateUse1 backend in ``native/`` (its ``.cpp`` files).
 
 TorchNeuron is a C++ PrivateUse1 backend; so is the simulator. Its tensors are plain
 ``torch.Tensor`` objects on ``neuron:N`` whose storage is host memory from the backend's own
@@ -8,11 +8,17 @@ everything there: the device guard (the current core, per thread), the hooks (av
 count, generators, pinned memory), the allocator (``torch.accelerator.memory_*``), the kernels and
 the autocast kernels.
 
-The file is compiled once per torch build and source (about 20 s) into
+The sources are compiled once per torch build and source (about 20 s) into
 ``$NEURONCOMPAT_CACHE_DIR`` (default ``~/.cache/neuroncompat``) under a lock, so concurrent ranks
 build it once; later processes load the cached library. It needs a C++20 compiler (``$CXX``,
 default ``c++``) and torch's headers (every torch wheel ships them). Where it cannot be built,
 :func:`load` raises :class:`NativeDeviceUnavailable` saying how to get a compiler.
+
+The cache key covers every file in ``native/`` (each ``.cpp`` is compiled, headers included by them count
+too), so adding or splitting a source file needs no change here. Each build writes its size and SHA-256
+beside it (``<library>.digest``), and every load checks them first: a library truncated by a full disk or
+an interrupted copy made ``dlopen`` crash the process with SIGBUS (no message) or fail for good. A library
+that does not match, or has no digest, is rebuilt under the same lock, with one line on stderr saying so.
 """
 
 from __future__ import annotations
@@ -20,16 +26,25 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
-SOURCE = Path(__file__).with_name("native") / "neuron_device.cpp"
+from neuroncompat import environment
+
+NATIVE = Path(__file__).with_name("native")
 _library: ctypes.CDLL | None = None
+
+
+def _sources() -> list[Path]:
+    """Every file the build reads from ``native/``, in a fixed order (the ``.cpp`` files are compiled)."""
+    return sorted(path for path in NATIVE.iterdir() if path.is_file())
 
 
 class NativeDeviceUnavailable(RuntimeError):
@@ -37,7 +52,7 @@ class NativeDeviceUnavailable(RuntimeError):
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("NEURONCOMPAT_CACHE_DIR") or os.path.join(
+    root = environment.path("NEURONCOMPAT_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "neuroncompat"
     )
     return Path(root) / "native"
@@ -55,7 +70,7 @@ def _compile_command(output: Path) -> list[str]:
         "-w",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
         f"-I{torch_dir / 'include'}",
-        str(SOURCE),
+        *(str(path) for path in _sources() if path.suffix == ".cpp"),
         "-o",
         str(output),
         f"-L{torch_lib}",
@@ -68,11 +83,42 @@ def _compile_command(output: Path) -> list[str]:
 def _library_path() -> Path:
     """Where the build for this source, torch build and compiler lives."""
     key = hashlib.sha256()
-    key.update(SOURCE.read_bytes())
+    for path in _sources():
+        key.update(path.name.encode() + b"\0" + path.read_bytes())
     key.update(torch.__version__.encode())
     key.update(str(Path(torch.__file__).parent).encode())
     key.update(" ".join(_compile_command(Path("out"))).encode())
     return _cache_dir() / f"neuron_device-{key.hexdigest()[:16]}.so"
+
+
+def _digest_path(library: Path) -> Path:
+    return library.with_name(library.name + ".digest")
+
+
+def _digest(path: Path) -> dict[str, object]:
+    data = path.read_bytes()
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def damage(library: Path) -> str | None:
+    """Why the cached ``library`` must not be loaded (None: it is the build its digest records)."""
+    try:
+        recorded = json.loads(_digest_path(library).read_text())
+    except FileNotFoundError:
+        return "it has no digest file" if library.exists() else "not built yet"
+    except (OSError, ValueError) as exc:
+        return f"its digest file cannot be read ({exc})"
+    try:
+        found = _digest(library)
+    except FileNotFoundError:
+        return "not built yet"
+    except OSError as exc:
+        return f"it cannot be read ({exc})"
+    if found["size"] != recorded.get("size"):
+        return f"it is {found['size']} bytes, the build wrote {recorded.get('size')}"
+    if found["sha256"] != recorded.get("sha256"):
+        return "its SHA-256 differs from the build's"
+    return None
 
 
 def _build(target: Path) -> None:
@@ -81,17 +127,23 @@ def _build(target: Path) -> None:
         lock = open(target.with_suffix(".lock"), "w")  # held, locked, for the whole build below
     except OSError as exc:
         raise NativeDeviceUnavailable(
-            f"cannot write the build of {SOURCE.name} to {target.parent} ({exc}); set NEURONCOMPAT_CACHE_DIR "
+            f"cannot write the build of {NATIVE.name}/ to {target.parent} ({exc}); set NEURONCOMPAT_CACHE_DIR "
             "to a writable directory"
         ) from exc
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another rank may be building the same file
-        if target.exists():
-            return
+        why = damage(target)
+        if why is None:
+            return  # built (or rebuilt) by another process meanwhile
+        if target.exists() or _digest_path(target).exists():
+            print(
+                f"neuroncompat: the cached simulator library {target} is damaged ({why}); rebuilding it",
+                file=sys.stderr,
+            )
         compiler = _compile_command(target)[0]
         if shutil.which(compiler) is None:
             raise NativeDeviceUnavailable(
-                f"the simulated neuron device needs a C++20 compiler to build {SOURCE.name} once "
+                f"the simulated neuron device needs a C++20 compiler to build {NATIVE.name}/ once "
                 f"(looked for {compiler!r}): install one (Debian/Ubuntu: apt-get install g++; Fedora: dnf "
                 "install gcc-c++; macOS: xcode-select --install) or point CXX at it"
             )
@@ -100,8 +152,12 @@ def _build(target: Path) -> None:
             result = subprocess.run(_compile_command(partial), capture_output=True, text=True, check=False)
             if result.returncode != 0:
                 raise NativeDeviceUnavailable(
-                    f"building {SOURCE} failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
+                    f"building {NATIVE} failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
                 )
+            # the digest first: a reader that sees the new digest beside the old library rebuilds under the lock
+            digest = Path(tmp) / "digest"
+            digest.write_text(json.dumps(_digest(partial)))
+            os.replace(digest, _digest_path(target))
             os.replace(partial, target)
 
 
@@ -110,7 +166,7 @@ def load() -> ctypes.CDLL:
     global _library
     if _library is None:
         path = _library_path()
-        if not path.exists():
+        if damage(path) is not None:
             _build(path)
         try:
             lib = ctypes.PyDLL(str(path))  # PyDLL keeps the GIL: each call is a few instructions

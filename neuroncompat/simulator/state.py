@@ -10,19 +10,16 @@ reads it; memory and random state live in C++ too.
 from __future__ import annotations
 
 import ctypes
-import os
-import re
 
-# Logical NeuronCore memory on Trn2 with the default LNC=2: 96 GiB HBM per chip, 4 logical cores
-# ("24GB HBM bank per pair", AWS Neuron docs, logical NeuronCore configuration).
-CORE_MEMORY_BYTES = 24 * 1024**3
+from neuroncompat import environment
+
 # Freed blocks a core keeps for reuse before returning memory to the host (docs/simulator.md).
 CACHE_LIMIT_BYTES = 256 * 1024**2
 MEMORY_ENV = "NEURONCOMPAT_SIMULATE_CORE_MEMORY"
 
 _enabled = False
 _cores = 0
-_core_memory = CORE_MEMORY_BYTES
+_core_memory = 0  # configure() reads NEURONCOMPAT_SIMULATE_CORE_MEMORY
 _native: ctypes.CDLL | None = None
 
 
@@ -38,15 +35,6 @@ def _lib() -> ctypes.CDLL:
     return _native
 
 
-def parse_bytes(text: str) -> int:
-    """``24G``, ``512M``, ``1048576``: a size in bytes (``NEURONCOMPAT_SIMULATE_CORE_MEMORY``)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
-    if match is None:
-        raise ValueError(f"{MEMORY_ENV}={text!r} is not a size (examples: 24G, 512M, 1073741824)")
-    scale = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}[match[2].lower()]
-    return int(match[1]) * scale
-
-
 def configure(cores: int, default_device: int = 0) -> None:
     """Turn the device on with ``cores`` logical NeuronCores; threads start on ``default_device``.
 
@@ -56,8 +44,7 @@ def configure(cores: int, default_device: int = 0) -> None:
     global _enabled, _cores, _core_memory
     if cores < 1:
         raise ValueError(f"the simulated device needs at least one core, got cores={cores}")
-    env = os.environ.get(MEMORY_ENV)
-    _core_memory = parse_bytes(env) if env else CORE_MEMORY_BYTES
+    _core_memory = environment.size(MEMORY_ENV)
     lib = _lib()
     lib.neuroncompat_configure(cores, default_device)
     lib.neuroncompat_configure_memory(_core_memory, CACHE_LIMIT_BYTES)

@@ -1,0 +1,80 @@
+"""The cached native library is checked against the size and SHA-256 its build wrote before it is loaded.
+
+A truncated library used to crash every entry point with SIGBUS and no message, and was never rebuilt.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from neuroncompat.simulator import native_device
+
+
+def _cached_copy(cache: Path) -> Path:
+    """This torch build's library, with its digest, copied into ``cache`` (as NEURONCOMPAT_CACHE_DIR)."""
+    native_device.load()  # built (and its digest written) in the default cache, or already there
+    built = native_device._library_path()
+    target = cache / "native" / built.name
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(built, target)
+    shutil.copyfile(native_device._digest_path(built), native_device._digest_path(target))
+    return target
+
+
+def _truncate(path: Path, size: int) -> None:
+    with open(path, "r+b") as handle:
+        handle.truncate(size)
+
+
+def test_a_truncated_or_undigested_library_is_found_damaged(tmp_path: Path) -> None:
+    library = _cached_copy(tmp_path)
+    size = library.stat().st_size
+    assert native_device.damage(library) is None
+    _truncate(library, 300_000)
+    assert native_device.damage(library) == f"it is 300000 bytes, the build wrote {size}"
+    _truncate(library, 0)
+    assert native_device.damage(library) == f"it is 0 bytes, the build wrote {size}"
+    native_device._digest_path(library).unlink()
+    assert native_device.damage(library) == "it has no digest file"
+    library.unlink()
+    assert native_device.damage(library) == "not built yet"
+
+
+def test_a_library_changed_in_place_is_found_damaged(tmp_path: Path) -> None:
+    library = _cached_copy(tmp_path)
+    with open(library, "r+b") as handle:
+        handle.seek(1000)
+        byte = handle.read(1)
+        handle.seek(1000)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    assert native_device.damage(library) == "its SHA-256 differs from the build's"
+
+
+@pytest.mark.slow  # compiles the C++ backend again (about 35 s of compiler time)
+@pytest.mark.parametrize("size", [300_000, 0])
+def test_a_fresh_process_rebuilds_a_truncated_library_and_says_so(tmp_path: Path, size: int) -> None:
+    library = _cached_copy(tmp_path)
+    built = library.stat().st_size
+    _truncate(library, size)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEURONCOMPAT_")}
+    env.update(NEURONCOMPAT_CACHE_DIR=str(tmp_path), NEURONCOMPAT_SIMULATE="1")
+    done = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.ones(3, device='neuron').sum().item())"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "3.0"
+    assert (
+        f"neuroncompat: the cached simulator library {library} is damaged "
+        f"(it is {size} bytes, the build wrote {built}); rebuilding it"
+    ) in done.stderr
+    assert native_device.damage(library) is None
