@@ -942,8 +942,8 @@ void check_devices(const OpInfo& info, const c10::SmallVector<c10::IValue, 8>& a
         for_each_tensor(args[i], [&](const at::Tensor& t) {
           if (t.device() == self) return;
           if (static_cast<int>(i) == info.indices_arg) {
-            TORCH_CHECK_INDEX(info.values_arg >= 0 || t.is_cpu(), "indices should be either on ", c10::kCPU,
-                              " or on the same device as the indexed tensor (", self, ")");
+            TORCH_CHECK(info.values_arg >= 0 || t.is_cpu(), "indices should be either on ", c10::kCPU,
+                        " or on the same device as the indexed tensor (", self, ")");
             return;
           }
           if (static_cast<int>(i) == info.values_arg && t.dim() == 0 && t.numel() == 1) return;
