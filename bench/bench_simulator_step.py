@@ -2,16 +2,19 @@
 
 Measured: one step of a causal LM (``neuroncompat.testing.build_causal_lm``, qwen3) on a fixed
 batch (4 x 64 token ids, labels = inputs): forward, backward, ``torch.optim.AdamW.step()``,
-``zero_grad`` and ``loss.item()``, with bf16 autocast off and on. ``--size tiny`` is the test
-suite's model (2 layers, hidden 64: per-op overhead dominates); ``--size large`` has 12 layers of
-hidden 512 (kernel time dominates). The simulated device runs every op with the CPU's kernel on
+``zero_grad`` and ``loss.item()``, with bf16 autocast off and on: four rows by default, the tiny
+model (the test suite's: 2 layers, hidden 64, per-op overhead dominates) and the large one (12
+layers of hidden 512: kernel time dominates); ``--size`` picks one. Under bf16 autocast each
+device applies its own policy (the CPU's, and on ``neuron`` CUDA's: docs/simulator.md), so that
+row's two steps run some ops in different dtypes. The simulated device runs every op with the CPU's kernel on
 the same memory (the C++ backend's boxed fallback), so the ratio simulator/CPU is the price of
 the dispatch to that fallback (device checks, host aliases, the op observer) and of its
 allocator.
 
-How: both models load the same checkpoint. Each is warmed up (``--warmup`` steps, excluded),
-then the two take their timed steps alternately (CPU, neuron, CPU, ...), so load from other
-processes on a shared machine hits both alike; the figure is the median of ``--steps`` steps.
+How: both models of a size load the same checkpoint. Every (size, autocast, device) step is
+warmed up (``--warmup`` steps, excluded), then all take their timed steps in turn, round after
+round (tiny CPU, tiny neuron, ..., large CPU, large neuron), so load from other processes on a
+shared machine hits every row alike; the figure is the median of ``--steps`` steps.
 Each step is timed twice: wall clock, and the process's CPU time (``time.process_time``, every
 thread's), which other processes' load disturbs far less than the wall clock; on a loaded machine
 read the CPU-time ratio, with ``--threads 1`` to keep intra-op threads from spinning.
@@ -24,7 +27,7 @@ cost of the device's dispatch.
 Enabling the simulator does not put the CPU model on the device: the script checks that its
 parameters and optimizer state stay on CPU.
 
-Run: ``python bench/bench_simulator_step.py [--size tiny|large] [--steps 20] [--warmup 3] [--threads N] [--for-loop-adamw] [--json]``
+Run: ``python bench/bench_simulator_step.py [--size tiny|large|both] [--steps 20] [--warmup 3] [--threads N] [--for-loop-adamw] [--json]``
 """
 
 from __future__ import annotations
@@ -56,8 +59,9 @@ SIZES = {"tiny": (2, 64), "large": (12, 512)}  # (layers, hidden)
 
 @dataclass(frozen=True)
 class Row:
-    """One line of the table: both devices at one autocast setting."""
+    """One line of the table: both devices at one size and autocast setting."""
 
+    size: str
     autocast_bf16: bool
     cpu_ms: float
     neuron_ms: float
@@ -122,40 +126,55 @@ def assert_on_cpu(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> N
         raise AssertionError(f"CPU baseline touched {devices - {'cpu'}}")
 
 
-def measure(model_dir: Path, bf16: bool, steps: int, warmup: int, foreach: bool | None) -> Row:
-    """Warm both devices up, then time alternating steps; medians in milliseconds."""
-    cpu_step, cpu_model, cpu_opt = make_step(model_dir, "cpu", bf16, foreach)
-    neuron_step, _, neuron_opt = make_step(model_dir, "neuron", bf16, foreach)
+def measure(
+    model_dirs: dict[str, Path], settings: list[tuple[str, bool]], steps: int, warmup: int, foreach: bool | None
+) -> list[Row]:
+    """Warm every (size, autocast) setting up on both devices, then time them all in turn each
+    round; one row per setting, medians in milliseconds."""
+    runs = {
+        (size, bf16, device): make_step(model_dirs[size], device, bf16, foreach)
+        for size, bf16 in settings
+        for device in ("cpu", "neuron")
+    }
     for _ in range(warmup):
-        cpu_step()
-        neuron_step()
-    wall: dict[str, list[float]] = {"cpu": [], "neuron": []}
-    busy: dict[str, list[float]] = {"cpu": [], "neuron": []}
+        for step, _, _ in runs.values():
+            step()
+    wall: dict[tuple[str, bool, str], list[float]] = {key: [] for key in runs}
+    busy: dict[tuple[str, bool, str], list[float]] = {key: [] for key in runs}
     for _ in range(steps):
-        for name, step in (("cpu", cpu_step), ("neuron", neuron_step)):
+        for key, (step, _, _) in runs.items():
             start, start_busy = time.perf_counter(), time.process_time()
             step()
-            wall[name].append(time.perf_counter() - start)
-            busy[name].append(time.process_time() - start_busy)
-    assert_on_cpu(cpu_model, cpu_opt)
-    cpu_ms, neuron_ms = (statistics.median(wall[name]) * 1e3 for name in ("cpu", "neuron"))
-    cpu_busy, neuron_busy = (statistics.median(busy[name]) * 1e3 for name in ("cpu", "neuron"))
-    return Row(
-        bf16,
-        round(cpu_ms, 2),
-        round(neuron_ms, 2),
-        round(neuron_ms / cpu_ms, 2),
-        round(cpu_busy, 2),
-        round(neuron_busy, 2),
-        round(neuron_busy / cpu_busy, 2),
-        optimizer_impl(cpu_opt),
-        optimizer_impl(neuron_opt),
-    )
+            wall[key].append(time.perf_counter() - start)
+            busy[key].append(time.process_time() - start_busy)
+    rows = []
+    for size, bf16 in settings:
+        cpu, neuron = (size, bf16, "cpu"), (size, bf16, "neuron")
+        assert_on_cpu(runs[cpu][1], runs[cpu][2])
+        cpu_ms, neuron_ms = (statistics.median(wall[key]) * 1e3 for key in (cpu, neuron))
+        cpu_busy, neuron_busy = (statistics.median(busy[key]) * 1e3 for key in (cpu, neuron))
+        rows.append(
+            Row(
+                size,
+                bf16,
+                round(cpu_ms, 2),
+                round(neuron_ms, 2),
+                round(neuron_ms / cpu_ms, 2),
+                round(cpu_busy, 2),
+                round(neuron_busy, 2),
+                round(neuron_busy / cpu_busy, 2),
+                optimizer_impl(runs[cpu][2]),
+                optimizer_impl(runs[neuron][2]),
+            )
+        )
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=sorted(SIZES), default="tiny", help="model size (see the docstring)")
+    parser.add_argument(
+        "--size", choices=[*sorted(SIZES), "both"], default="both", help="model size (see the docstring)"
+    )
     parser.add_argument("--steps", type=int, default=20, help="timed steps per device and setting (median reported)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     parser.add_argument(
@@ -172,10 +191,12 @@ def main() -> None:
     from neuroncompat import simulator
 
     simulator.enable(cores=2)
+    sizes = list(SIZES) if args.size == "both" else [args.size]
     with tempfile.TemporaryDirectory() as root:
-        model_dir = build_model_dir(root, args.size)
+        model_dirs = {size: build_model_dir(str(Path(root) / size), size) for size in sizes}
         foreach = False if args.for_loop_adamw else None
-        rows = [measure(model_dir, bf16, args.steps, args.warmup, foreach) for bf16 in (False, True)]
+        settings = [(size, bf16) for size in sizes for bf16 in (False, True)]
+        rows = measure(model_dirs, settings, args.steps, args.warmup, foreach)
 
     meta = {
         "torch": torch.__version__,
@@ -183,27 +204,26 @@ def main() -> None:
         "steps": args.steps,
         "warmup": args.warmup,
         "batch": [BATCH, SEQ],
-        "size": args.size,
-        "layers_hidden": list(SIZES[args.size]),
+        "sizes": {size: list(SIZES[size]) for size in sizes},
         "loadavg_1min": round(os.getloadavg()[0], 2),
     }
     if args.json:
         print(json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=2))
         return
-    layers, hidden = SIZES[args.size]
+    models = ", ".join(f"{size} ({SIZES[size][0]} layers, hidden {SIZES[size][1]})" for size in sizes)
     print(
-        f"{args.size} qwen3 ({layers} layers, hidden {hidden}), batch {BATCH}x{SEQ}, median of {args.steps} "
+        f"qwen3 {models}, batch {BATCH}x{SEQ}, median of {args.steps} "
         f"steps after {args.warmup} warmup, torch {meta['torch']}, {meta['threads']} threads, "
         f"load average {meta['loadavg_1min']} at the end"
     )
     print(
-        f"{'autocast':<10}{'cpu ms':>10}{'neuron ms':>12}{'sim/cpu':>9}"
+        f"{'size':<7}{'autocast':<10}{'cpu ms':>10}{'neuron ms':>12}{'sim/cpu':>9}"
         f"{'cpu-time cpu':>14}{'neuron':>9}{'sim/cpu':>9}   AdamW cpu / neuron"
     )
     for r in rows:
         label = "bf16" if r.autocast_bf16 else "off"
         print(
-            f"{label:<10}{r.cpu_ms:>10.2f}{r.neuron_ms:>12.2f}{r.ratio:>8.2f}x"
+            f"{r.size:<7}{label:<10}{r.cpu_ms:>10.2f}{r.neuron_ms:>12.2f}{r.ratio:>8.2f}x"
             f"{r.cpu_cpu_ms:>14.2f}{r.neuron_cpu_ms:>9.2f}{r.cpu_time_ratio:>8.2f}x"
             f"   {r.cpu_optimizer} / {r.neuron_optimizer}"
         )

@@ -57,6 +57,27 @@ def run(argv: tuple[str, ...]) -> None:
     run_script(list(argv))
 
 
+def _check_fallback_ops(configured: simulate_settings.Settings, given: tuple[str, ...]) -> None:
+    """Refuse a CPU-fallback operator name that matches no operator of the installed torch: watching
+    it would report nothing, and the run would look clean."""
+    import torch
+
+    from neuroncompat.simulate.op_findings import unknown_operators
+
+    def cause(unknown: list[str]) -> str:
+        return (
+            f"{', '.join(unknown)}: no such operator in torch {torch.__version__} (expected aten::NAME or "
+            "aten::NAME.OVERLOAD, as torch.ops.aten names them, e.g. aten::layer_norm, aten::add.Tensor)"
+        )
+
+    unknown = unknown_operators(given)
+    if unknown:
+        raise click.BadParameter(cause(unknown), param_hint="--cpu-fallback-op")
+    unknown = unknown_operators(configured.cpu_fallback_ops)
+    if unknown:
+        raise click.UsageError(str(simulate_settings.cpu_fallback_ops_error(configured, cause(unknown))))
+
+
 @main.command(
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
     help=(
@@ -112,7 +133,8 @@ def run(argv: tuple[str, ...]) -> None:
     "fallback_ops",
     multiple=True,
     metavar="aten::NAME",
-    help="An operator your torch-neuronx release runs on the CPU (repeatable), added to the table.",
+    help="An operator your torch-neuronx release runs on the CPU (repeatable), added to the table; a composite op "
+    "(aten::layer_norm) is reported where it is called; a name torch lacks is an error.",
 )
 @click.option(
     "-o",
@@ -172,6 +194,8 @@ def simulate(
         raise click.UsageError(str(exc)) from exc
     kinds = simulate_settings.strict_kinds(strict, strict_kinds, configured)
     ops = (*configured.cpu_fallback_ops, *fallback_ops)
+    if ops:
+        _check_fallback_ops(configured, fallback_ops)
     if ops:
         os.environ[FALLBACK_ENV] = ",".join(ops)  # read by the recorder in every simulated process
     cost = next((c for c in (graph_cost, configured.graph_cost) if c is not None), DEFAULT_GRAPH_COST)

@@ -28,7 +28,7 @@ gradient of ``x[mask]`` is again a masked op; the forward line is the one to fix
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -78,8 +78,7 @@ CPU_FALLBACK = OpFix(
 
 # ATen op (overload-free name) -> (what the user wrote, the fix).
 _DATA_DEPENDENT: dict[str, tuple[str, OpFix]] = {
-    "aten::nonzero": ("nonzero", NONZERO),
-    "aten::argwhere": ("argwhere", NONZERO),
+    "aten::nonzero": ("nonzero", NONZERO),  # argwhere, a composite, runs as nonzero and is reported as it
     "aten::masked_select": ("masked_select", BOOLEAN_SELECTION),
     "aten::_unique": ("unique", UNIQUE),
     "aten::_unique2": ("unique", UNIQUE),
@@ -116,6 +115,18 @@ def describe(op: str) -> str:
     base = op.split(".")[0]
     entry = _DATA_DEPENDENT.get(base) or _MASK_INDEXING.get(base)
     return entry[0] if entry else op
+
+
+def unknown_operators(names: Iterable[str]) -> list[str]:
+    """The names among ``names`` that match no operator of the installed torch.
+
+    ``aten::name`` matches any overload, ``aten::name.overload`` that overload. A composite op
+    (``aten::layer_norm``, which reaches a backend only as the ops it decomposes into) is an
+    operator: the simulator reports it where it is called.
+    """
+    known = set(torch._C._dispatch_get_all_op_names())
+    bases = {name.split(".")[0] for name in known}
+    return [name for name in names if name not in known and name not in bases]
 
 
 def fallback_ops() -> frozenset[str]:

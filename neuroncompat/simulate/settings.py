@@ -125,6 +125,14 @@ def load(start: Path) -> Settings:
     )
 
 
+def cpu_fallback_ops_error(configured: Settings, cause: str) -> SettingsError:
+    """An error in ``configured``'s ``cpu-fallback-ops`` found after loading (an operator torch lacks)."""
+    path = configured.source
+    if path is None:
+        return SettingsError(f"[{TABLE}] cpu-fallback-ops: {cause}")
+    return _error(path, path.read_text(encoding="utf-8"), "cpu-fallback-ops", cause)
+
+
 def strict_kinds(flag: bool | None, chosen: tuple[str, ...], configured: Settings) -> tuple[str, ...]:
     """The kinds to fail on: ``--strict-kind``s when given; else every kind for ``--strict`` (or the
     table's kinds when it lists some); nothing for ``--no-strict``; the table's setting otherwise."""

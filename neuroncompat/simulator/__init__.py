@@ -47,6 +47,7 @@ from neuroncompat import core_sets, environment
 from neuroncompat.detect import clear_availability_caches, detect_torch_neuronx
 from neuroncompat.simulator import (
     compile_backend,
+    device_checks,
     device_module,
     distributed,
     flex_attention,
@@ -92,6 +93,7 @@ def register_backend() -> None:
     if name == "privateuseone":
         torch.utils.rename_privateuse1_backend("neuron")
     native_device.register()
+    device_checks.install(library)
     state.use_native(library)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     torch._register_device_module("neuron", device_module)

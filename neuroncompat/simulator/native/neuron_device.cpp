@@ -19,17 +19,20 @@
 //   observer                           tells `neuroncompat simulate` about the ops it watches
 //   neuroncompat_sim ops, extern "C"   what the Python side (neuroncompat/simulator) calls
 //
-// What differs from the CPU on purpose: mixing a CPU tensor (not a 0-dim scalar) with a device
-// tensor, or two cores, in one op raises; random ops draw from the core's generator; quantized
-// operator variants are refused (TorchNeuron's supported-operators page, class N). The Python
+// What differs from the CPU on purpose: mixing devices in one op raises by CUDA's rules (see
+// DeviceCheck); reading memory a storage no longer holds raises; random ops draw from the core's
+// generator; autocast follows CUDA's policy; quantized operator variants are refused
+// (TorchNeuron's supported-operators page, class N). The Python
 // side (neuroncompat/simulator/native_device.py) builds this file once per torch build.
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/DeviceGuard.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/op_registration/adaption.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/transformers/attention.h>
@@ -53,6 +56,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -90,6 +94,13 @@ c10::Device resolved(c10::Device device) {
   return device.has_index() ? device : c10::Device(kNeuron, current_index());
 }
 
+// A stream or event asked for by device: on a core that exists.
+c10::Device checked(c10::Device device) {
+  c10::Device d = resolved(device);
+  check_index(d.index());
+  return d;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Device guard, streams and events. One in-order stream per core: every op has finished on the
 // CPU when it returns, so events and stream waits have nothing to order.
@@ -111,7 +122,7 @@ struct NeuronGuard final : public c10::impl::DeviceGuardImplInterface {
     if (device.has_index()) t_current = device.index();
   }
   c10::Stream getStream(c10::Device device) const override {
-    return c10::Stream(c10::Stream::DEFAULT, resolved(device));
+    return c10::Stream(c10::Stream::DEFAULT, checked(device));
   }
   c10::Stream getDefaultStream(c10::Device device) const override { return getStream(device); }
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool /*high_priority*/) const override {
@@ -378,10 +389,23 @@ struct NeuronAllocator final : public c10::DeviceAllocator {
   bool initialized() override { return true; }
   void emptyCache(c10::MempoolId_t /*mempool_id*/) override { g_pool.empty_cache(); }
   void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) override {}
-  DeviceStats getDeviceStats(c10::DeviceIndex device) override { return g_pool.stats(device); }
-  void resetAccumulatedStats(c10::DeviceIndex device) override { g_pool.reset_accumulated(device); }
-  void resetPeakStats(c10::DeviceIndex device) override { g_pool.reset_peak(device); }
-  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override { return g_pool.memory_info(device); }
+  // A core that does not exist has no statistics: it raises, as CUDA's "invalid device ordinal".
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    check_index(device);
+    return g_pool.stats(device);
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    check_index(device);
+    g_pool.reset_accumulated(device);
+  }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    check_index(device);
+    g_pool.reset_peak(device);
+  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    check_index(device);
+    return g_pool.memory_info(device);
+  }
 };
 
 NeuronAllocator g_allocator;
@@ -567,6 +591,7 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     return core ? c10::Device(kNeuron, static_cast<c10::DeviceIndex>(*core)) : c10::Device(c10::kCPU);
   }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    const c10::DeviceGuard guard(storage.device());  // the storage's core, not the current one
     at::native::resize_bytes_cpu(storage.unsafeGetStorageImpl(), newsize);
   }
 };
@@ -623,6 +648,24 @@ at::Tensor tensor_on(c10::Storage storage, const at::Tensor& like, c10::Dispatch
   return at::Tensor(std::move(impl));
 }
 
+// A device tensor whose storage no longer holds it (freed with `untyped_storage().resize_(0)`, as
+// FSDP2 frees parameters between uses, or shrunk) must not be read: on a device that is an
+// illegal memory access, and here a host alias over it would let a CPU kernel read freed memory.
+// The sizes are torch's own (at::detail::computeStorageNbytes, as checkInBoundsForStorage).
+void check_in_storage(const at::Tensor& t) {
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  if (impl->has_symbolic_sizes_strides()) return;  // a fake tensor while Dynamo traces: no memory
+  const size_t have = impl->storage().nbytes();
+  const size_t needed = at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.dtype().itemsize(),
+                                                         static_cast<size_t>(t.storage_offset()));
+  if (needed <= have) return;
+  TORCH_CHECK(false, "illegal memory access on ", t.device(), ": a tensor of size ", t.sizes(), " (strides ",
+              t.strides(), ", storage offset ", t.storage_offset(), ", ", t.dtype().name(), ") needs ", needed,
+              " bytes of storage, but its storage holds ", have,
+              " bytes (freed or shrunk, e.g. by untyped_storage().resize_(0)); a device reports this as an "
+              "illegal memory access");
+}
+
 // The storages one op call has seen, so that two arguments over the same device storage share
 // one host storage and an output over an input's host storage is a view of that input.
 struct CallStorages {
@@ -636,6 +679,7 @@ struct CallStorages {
 
   at::Tensor host(const at::Tensor& t) {
     if (!t.defined() || !t.is_privateuseone()) return t;
+    check_in_storage(t);
     c10::StorageImpl* dev = t.storage().unsafeGetStorageImpl();
     for (const auto& e : entries) {
       if (e.device.unsafeGetStorageImpl() == dev) {
@@ -719,15 +763,31 @@ void notify(const std::string& op, int events) {
 // ---------------------------------------------------------------------------------------------
 // What the fallback needs to know about an op, worked out once per schema (per thread).
 
-const std::unordered_set<std::string>& mixed_device_ok() {
-  // Ops for which CUDA (and Neuron) accept CPU tensors beside device tensors: copies between
-  // devices, and indexing with host-side indices.
-  static const std::unordered_set<std::string> ops = {
-      "aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::_copy_from_and_resize",
-      "aten::index", "aten::index_put_", "aten::index_put", "aten::_index_put_impl_",
-      "aten::_unsafe_index", "aten::_unsafe_index_put", "aten::set_"};
-  return ops;
+// Which device check an op gets, as CUDA's (torch's source decides, not a list kept here):
+// torchgen generates a check that every positional and out= tensor is on one device (no CPU
+// tensor, not even a 0-dim one) for each op unless native_functions.yaml says
+// `device_check: NoCheck`; such an op's kernel checks for itself. Among those, TensorIterator's
+// accepts one 0-dim CPU input as a scalar; the index ops' accept indices on the CPU; copies
+// accept any pair of devices. The NoCheck names come from the yaml torch ships (torchgen), read
+// by the Python side (neuroncompat/simulator/device_checks.py) and set before the first op.
+enum class DeviceCheck { kExactSame, kTensorIterator, kIndexing, kCopy };
+
+// "a,b,c" -> {a, b, c}
+std::unordered_set<std::string> split_names(const char* names) {
+  std::unordered_set<std::string> out;
+  const std::string all = names != nullptr ? names : "";
+  size_t start = 0;
+  while (start <= all.size()) {
+    size_t end = all.find(',', start);
+    if (end == std::string::npos) end = all.size();
+    if (end > start) out.insert(all.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
 }
+
+std::mutex g_unchecked_mutex;
+std::unordered_set<std::string> g_unchecked;  // "add.Tensor", "copy_": the NoCheck ops
 
 bool quantized_op(const std::string& name) {
   return name.rfind("quantized::", 0) == 0 || name.rfind("aten::quantize_per", 0) == 0 ||
@@ -738,7 +798,11 @@ bool quantized_op(const std::string& name) {
 
 struct OpInfo {
   std::string name;        // aten::add.Tensor
-  bool mixed_ok = false;
+  DeviceCheck check = DeviceCheck::kExactSame;
+  std::string method;      // CUDA's wording of the kernel in its error: wrapper_PrivateUse1_add_Tensor
+  std::vector<int> checked_args;  // out= then positional arguments, the order torchgen checks them
+  int indices_arg = -1;           // an index op's `Tensor?[] indices`
+  int values_arg = -1;            // index_put's `Tensor values`
   bool random = false;
   int generator_arg = -1;
   bool refused = false;
@@ -746,6 +810,7 @@ struct OpInfo {
   bool mask_indexing = false;
   std::vector<int> write_args;     // arguments the op writes (in-place self, out=)
   std::vector<int> write_returns;  // for each return, the argument it is (or -1)
+  std::vector<std::string> arg_names;
   uint64_t generation = 0;
 };
 
@@ -754,11 +819,41 @@ OpInfo make_info(const c10::OperatorHandle& op) {
   OpInfo info;
   const std::string& base = schema.name();
   info.name = schema.overload_name().empty() ? base : base + "." + schema.overload_name();
-  info.mixed_ok = mixed_device_ok().count(base) > 0;
   info.random = op.hasTag(at::Tag::nondeterministic_seeded);
   info.refused = quantized_op(base);
   const auto& args = schema.arguments();
+  const bool aten = base.rfind("aten::", 0) == 0;
+  const std::string short_name = aten ? info.name.substr(6) : info.name;
+  bool unchecked = !aten;  // another library's op: its kernel's own rules, taken as TensorIterator's
+  if (aten) {
+    std::lock_guard<std::mutex> lock(g_unchecked_mutex);
+    unchecked = g_unchecked.count(short_name) > 0;
+  }
+  const std::string bare = base.substr(aten ? 6 : 0);
+  info.method = "wrapper_PrivateUse1_" + (schema.overload_name().empty() ? "_" + bare : bare + "_" + schema.overload_name());
   for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].is_out()) info.checked_args.push_back(static_cast<int>(i));
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].kwarg_only()) info.checked_args.push_back(static_cast<int>(i));
+    const c10::TypePtr& type = args[i].real_type();
+    if (args[i].name() == "indices" && type->kind() == c10::TypeKind::ListType &&
+        type->containedType(0)->kind() == c10::TypeKind::OptionalType) {
+      info.indices_arg = static_cast<int>(i);
+    }
+    if (args[i].name() == "values" && type->kind() == c10::TypeKind::TensorType) info.values_arg = static_cast<int>(i);
+  }
+  if (!unchecked) {
+    info.check = DeviceCheck::kExactSame;
+  } else if (info.indices_arg >= 0) {
+    info.check = DeviceCheck::kIndexing;
+  } else if (short_name.find("copy") != std::string::npos) {
+    info.check = DeviceCheck::kCopy;
+  } else {
+    info.check = DeviceCheck::kTensorIterator;
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    info.arg_names.push_back(args[i].name());
     if (args[i].name() == "generator") info.generator_arg = static_cast<int>(i);
     const c10::AliasInfo* alias = args[i].alias_info();
     if (alias != nullptr && alias->isWrite()) info.write_args.push_back(static_cast<int>(i));
@@ -803,6 +898,81 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
               " and ", other, "! (when checking argument for ", op, ")");
 }
 
+// Each tensor among the arguments, with its argument's index (tensors in lists too).
+template <typename Fn>
+void for_each_tensor(const c10::IValue& v, Fn&& fn) {
+  if (v.isTensor()) {
+    if (v.toTensor().defined()) fn(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) {
+      if (t.defined()) fn(t);
+    }
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toList()) {
+      if (e.isTensor() && e.toTensor().defined()) fn(e.toTensor());
+    }
+  }
+}
+
+// The device check of an op given a CPU tensor beside a tensor on core `core` (see DeviceCheck).
+void check_devices(const OpInfo& info, const c10::SmallVector<c10::IValue, 8>& args, int core) {
+  const auto& schema_args = info.checked_args;
+  switch (info.check) {
+    case DeviceCheck::kCopy:
+      return;
+    case DeviceCheck::kExactSame: {
+      // torchgen's generated check (RegisterCUDA.cpp), with its message.
+      std::optional<c10::Device> common;
+      for (int i : schema_args) {
+        const c10::IValue& v = args[i];
+        const std::string& arg = info.arg_names[i];
+        for_each_tensor(v, [&](const at::Tensor& t) {
+          c10::impl::check_and_update_common_device(common, t, info.method.c_str(), arg.c_str());
+        });
+      }
+      return;
+    }
+    case DeviceCheck::kIndexing: {
+      // TensorAdvancedIndexing.cpp: index's meta function requires indices on the CPU or on
+      // self's device; index_put moves indices to self's device and a 0-dim value as well, and
+      // its TensorIterator checks every other tensor.
+      const c10::Device self = args[0].toTensor().device();
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (static_cast<int>(i) == 0) continue;
+        for_each_tensor(args[i], [&](const at::Tensor& t) {
+          if (t.device() == self) return;
+          if (static_cast<int>(i) == info.indices_arg) {
+            TORCH_CHECK(info.values_arg >= 0 || t.is_cpu(), "indices should be either on ", c10::kCPU,
+                        " or on the same device as the indexed tensor (", self, ")");
+            return;
+          }
+          if (static_cast<int>(i) == info.values_arg && t.dim() == 0 && t.numel() == 1) return;
+          TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", self,
+                      " and ", t.device(), "! (when checking argument for ", info.name, ")");
+        });
+      }
+      return;
+    }
+    case DeviceCheck::kTensorIterator: {
+      // TensorIteratorBase::compute_types: one 0-dim CPU input is taken as a scalar.
+      int scalars = 0;
+      for (size_t i = 0; i < args.size(); ++i) {
+        const bool written = std::find(info.write_args.begin(), info.write_args.end(), static_cast<int>(i)) !=
+                             info.write_args.end();
+        for_each_tensor(args[i], [&](const at::Tensor& t) {
+          if (!t.is_cpu()) return;
+          if (!written && t.dim() == 0) {
+            TORCH_CHECK(++scalars <= 1, "Trying to pass too many CPU scalars to non-CPU kernel! (", info.name, ")");
+            return;
+          }
+          mixed_devices(info.name, core, "cpu");
+        });
+      }
+      return;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The boxed fallback: every op without a kernel of its own here. It replaces each device tensor
 // among the arguments (alone, in lists, in lists of optionals) by its host alias and each
@@ -814,7 +984,7 @@ struct ArgScan {
   CallStorages* storages;
   const OpInfo* info;
   int index = -1;
-  bool cpu_operand = false;
+  bool cpu_operand = false;  // a CPU tensor among the arguments: the op's device check decides
   bool mask = false;
 
   void see_device(int core) {
@@ -831,7 +1001,7 @@ struct ArgScan {
       see_device(t.device().index());
       return storages->host(t);
     }
-    if (t.device().is_cpu() && t.dim() > 0) cpu_operand = true;
+    if (t.device().is_cpu()) cpu_operand = true;
     return t;
   }
 
@@ -970,7 +1140,7 @@ void neuron_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     slot = scan.map(slot, info.mask_indexing && i == 1);
   }
   const int core = scan.index >= 0 ? scan.index : current_index();
-  if (scan.cpu_operand && scan.index >= 0 && !info.mixed_ok) mixed_devices(info.name, scan.index, "cpu");
+  if (scan.cpu_operand && scan.index >= 0) check_devices(info, originals, scan.index);
   storages.index = static_cast<c10::DeviceIndex>(core);
   if (info.watched) notify(info.name, 1 | (scan.mask ? 2 : 0));
 
@@ -1063,7 +1233,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
-  at::native::resize_(dst, self.sizes(), std::nullopt);
+  {
+    const at::OptionalDeviceGuard guard(at::device_of(dst));  // the new bytes are dst's core's
+    at::native::resize_(dst, self.sizes(), std::nullopt);
+  }
   return copy_from(self, dst, false);
 }
 
@@ -1078,22 +1251,33 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::Int
   return at::native::_reshape_alias(self, size, stride);
 }
 
+// The ops below may allocate (a storage that grows, a new empty one). The allocator serves the
+// current core, so each runs under the guard of the tensor it allocates for, as CUDA's generated
+// kernels do (an OptionalDeviceGuard on device_of(self)): a tensor on neuron:1 resized while
+// neuron:0 is current keeps its memory on core 1.
 const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> format) {
+  const at::OptionalDeviceGuard guard(at::device_of(self));
   return at::native::resize_(self, size, format);
 }
 
 at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
                         c10::IntArrayRef stride) {
+  const at::OptionalDeviceGuard guard(at::device_of(self));
   return at::native::set_storage_cpu_(self, std::move(source), offset, size, stride);
 }
 
-at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) { return at::native::set_(self, std::move(source)); }
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  const at::OptionalDeviceGuard guard(at::device_of(self));
+  return at::native::set_(self, std::move(source));
+}
 
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  const at::OptionalDeviceGuard guard(at::device_of(self));
   return at::native::set_tensor_(self, source);
 }
 
 at::Tensor& set_empty(at::Tensor& self) {
+  const at::OptionalDeviceGuard guard(at::device_of(self));
   c10::Storage storage(c10::Storage::use_byte_size_t(), 0, &g_allocator, /*resizable=*/true);
   self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(storage));
   self.unsafeGetTensorImpl()->set_sizes_contiguous({0});
@@ -1295,10 +1479,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(fused_gru_cell_backward));
 }
 
-// torch.autocast("neuron"): PyTorch has autocast kernels for CUDA, CPU, XPU, MPS, MTIA and MAIA,
-// none for PrivateUse1. The simulator casts CUDA's lower-precision list (the ops whose inputs
-// autocast casts down; aten/src/ATen/autocast_mode.cpp) and lets everything else fall through.
-// TorchNeuron's own list is not published. Under bf16 autocast this reproduces TRL #7664.
 // A copy between the host and the device of a conjugated or negated view: _copy_from keeps the
 // bits on the host aliases and the CPU's copy_ resolves them. Without these fallthroughs the
 // Conjugate/Negative fallbacks materialise the source with clone(), whose copy_ is another
@@ -1315,33 +1495,49 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
 
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
-TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
-  KERNEL_PRIVATEUSEONE(_convolution, deprecated, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(_convolution, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv1d, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv2d, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv3d, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv_tbc, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv_transpose1d, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv_transpose2d, input, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(conv_transpose3d, input, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(convolution, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(prelu, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(addmm, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(addmv, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(addr, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(matmul, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(einsum, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(mm, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(mv, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(linear, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(addbmm, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(baddbmm, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(bmm, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(chain_matmul, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(linalg_multi_dot, lower_precision_fp)
-  KERNEL_PRIVATEUSEONE(scaled_dot_product_attention, lower_precision_fp)
+// torch.autocast("neuron"): CUDA's whole policy, from the op lists torch's own CUDA registration
+// expands (aten/src/ATen/autocast_mode.cpp registers AutocastCUDA from these macros of
+// ATen/autocast_mode.h, there "to make sure other backends can reuse the policy op list"), so the
+// lists are those of the torch this file is built against, never copied by hand: ops cast down to
+// the autocast dtype (matmuls, convolutions, SDPA), ops run in float32 (layer_norm, losses,
+// pointwise transcendentals), ops given dtype=float32 (softmax, sum, cumsum), ops run in the widest
+// input type (addcmul, index_put), and binary_cross_entropy refused. TorchNeuron's own lists are
+// not published (docs/simulator.md: unknown on trn2); CUDA's is the likeliest for a CUDA-like
+// backend, and under bf16 it reproduces TRL #7664. tests/test_simulator_autocast.py checks at run
+// time that every op with an AutocastCUDA kernel has one here.
+// The lists' signatures name Tensor, Scalar, ScalarType and IntArrayRef unqualified, as inside at::.
+namespace neuron_autocast {
+using at::IntArrayRef;
+using at::Scalar;
+using at::ScalarType;
+using at::Tensor;
+
+at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                              int64_t) {
+  TORCH_CHECK(false,
+              "torch.nn.functional.binary_cross_entropy and torch.nn.BCELoss are unsafe to autocast.\n"
+              "Many models use a sigmoid layer right before the binary cross entropy layer.\n"
+              "In this case, combine the two layers using torch.nn.functional.binary_cross_entropy_with_logits\n"
+              "or torch.nn.BCEWithLogitsLoss.  binary_cross_entropy_with_logits and BCEWithLogits are\n"
+              "safe to autocast.");
 }
+
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+#define NEURON_LOWER_PRECISION_FP(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+  AT_FORALL_LOWER_PRECISION_FP(NEURON_LOWER_PRECISION_FP)
+  KERNEL_PRIVATEUSEONE(cudnn_convolution, lower_precision_fp)  // CUDA's registration adds these two
+  KERNEL_PRIVATEUSEONE(cudnn_convolution_transpose, lower_precision_fp)
+#define NEURON_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+  AT_FORALL_FP32(NEURON_FP32)
+#define NEURON_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+  AT_FORALL_FP32_SET_OPT_DTYPE(NEURON_FP32_SET_OPT_DTYPE)
+  AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE(KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE)
+#define NEURON_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+  AT_FORALL_PROMOTE(NEURON_PROMOTE)
+  m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(binary_cross_entropy_banned));
+}
+
+}  // namespace neuron_autocast
 
 // What the Python side calls with tensors or generators.
 TORCH_LIBRARY(neuroncompat_sim, m) {
@@ -1359,7 +1555,10 @@ TORCH_LIBRARY_IMPL(neuroncompat_sim, CompositeExplicitAutograd, m) {
     check_index(static_cast<c10::DeviceIndex>(core));
     return default_generator(static_cast<c10::DeviceIndex>(core));
   });
-  m.impl("segments", [](int64_t core) -> std::vector<int64_t> { return g_pool.segments(static_cast<int>(core)); });
+  m.impl("segments", [](int64_t core) -> std::vector<int64_t> {
+    check_index(static_cast<c10::DeviceIndex>(core));
+    return g_pool.segments(static_cast<int>(core));
+  });
 }
 
 extern "C" {
@@ -1374,6 +1573,36 @@ extern "C" {
 // variant, three dispatches where one will do. Each gets the fallback registered for PrivateUse1
 // explicitly, so it runs the CPU's own kernel. Views (a non-mutable aliased return) keep their
 // composite kernels, as do ops the backend implements itself.
+// A composite op (layer_norm, matmul, dropout: CompositeImplicitAutograd) reaches no backend: it
+// runs as the ops it decomposes into, above the device. A watched one gets, while watched, a
+// kernel at AutogradPrivateUse1 that reports it and then runs its decomposition, as the composite
+// kernel would: below autograd, whose inner ops dispatch afresh, so they record their own gradients.
+static void report_composite(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  const OpInfo& info = op_info(op);
+  if (info.watched) notify(info.name, 1);
+  op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+}
+
+static void watch_composites(const std::unordered_set<std::string>& names) {
+  static std::unique_ptr<torch::Library> library;
+  library.reset();  // drops the kernels of the previous watch
+  if (names.empty()) return;
+  library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1,
+                                             __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    const std::string full = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+    if (names.count(name.name) == 0 && names.count(full) == 0) continue;
+    auto handle = dispatcher.findOp(name);
+    if (!handle.has_value() || !handle->hasSchema() ||
+        !handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+        handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+        handle->hasKernelForDispatchKey(c10::DispatchKey::AutogradPrivateUse1))
+      continue;
+    library->impl(full.substr(6).c_str(), torch::CppFunction::makeFromBoxedFunction<&report_composite>());
+  }
+}
+
 static void route_cpu_kernels_to_fallback() {
   static torch::Library* library =
       new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
@@ -1421,6 +1650,16 @@ void neuroncompat_configure_memory(int64_t capacity, int64_t cache_limit) {
 
 void neuroncompat_set_available(int available) { g_available.store(available != 0); }
 
+// The ops torch's native_functions.yaml marks `device_check: NoCheck` ("add.Tensor,copy_,..."),
+// before the first op runs (see DeviceCheck).
+void neuroncompat_set_unchecked_ops(const char* names) {
+  {
+    std::lock_guard<std::mutex> lock(g_unchecked_mutex);
+    g_unchecked = split_names(names);
+  }
+  g_watch_generation.fetch_add(1);  // recompute each op's OpInfo
+}
+
 int neuroncompat_current_device() { return current_index(); }
 
 void neuroncompat_set_current_device(int index) { t_current = index; }
@@ -1428,18 +1667,16 @@ void neuroncompat_set_current_device(int index) { t_current = index; }
 // The op observer: `fn(op, events)` for the ops named in `watched` (comma-separated, with or
 // without the overload) and, while fn is set, for complex and float64 results. nullptr removes it.
 void neuroncompat_set_observer(ObserverFn fn, const char* watched) {
+  std::unordered_set<std::string> names = split_names(watched);
   {
     std::lock_guard<std::mutex> lock(g_watch_mutex);
-    g_watched.clear();
-    std::string names = watched != nullptr ? watched : "";
-    size_t start = 0;
-    while (start <= names.size()) {
-      size_t end = names.find(',', start);
-      if (end == std::string::npos) end = names.size();
-      if (end > start) g_watched.insert(names.substr(start, end - start));
-      start = end + 1;
-    }
+    g_watched = names;
   }
+  std::unordered_set<std::string> aten;
+  for (const std::string& n : names) {
+    if (n.rfind("aten::", 0) == 0) aten.insert(n);
+  }
+  watch_composites(fn != nullptr ? aten : std::unordered_set<std::string>{});
   g_observer.store(fn);
   g_watch_generation.fetch_add(1);
 }

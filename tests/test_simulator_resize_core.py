@@ -1,0 +1,67 @@
+"""Every op that allocates for a device tensor allocates on that tensor's core, not the current one.
+
+CUDA's generated kernels run under a device guard of ``self``'s device; the simulator's kernels of
+its own (resize_, set_, _copy_from_and_resize, storage resize) do the same, so a tensor on
+neuron:1 keeps its memory on core 1, counted there, and saves and loads back as neuron:1.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import pytest
+import torch
+
+N = 1 << 16  # 256 KiB of float32
+
+
+def _set_then_grow(x: torch.Tensor) -> None:
+    x.set_()
+    x.resize_(N)
+
+
+def _set_storage_beyond_its_end(x: torch.Tensor) -> None:
+    storage = torch.empty(4, device="neuron:1").untyped_storage()
+    x.set_(storage, 0, (N,), (1,))  # set_ grows the storage to fit
+
+
+GROWS: dict[str, Callable[[torch.Tensor], object]] = {
+    "resize_": lambda x: x.resize_(N),
+    "resize_as_": lambda x: x.resize_as_(torch.empty(N)),
+    "_copy_from_and_resize": lambda x: torch.ops.aten._copy_from_and_resize(torch.ones(N), x),
+    "set_() then resize_": _set_then_grow,
+    "set_(storage) past its end": _set_storage_beyond_its_end,
+    "untyped_storage().resize_": lambda x: x.untyped_storage().resize_(4 * N),
+}
+
+
+def _allocated() -> list[int]:
+    return [torch.accelerator.memory_allocated(core) for core in (0, 1)]
+
+
+@pytest.mark.parametrize("grow", GROWS.values(), ids=list(GROWS))
+def test_a_tensor_on_core_1_grows_on_core_1_while_core_0_is_current(
+    neuron: object, grow: Callable[[torch.Tensor], object]
+) -> None:
+    torch.neuron.set_device(0)
+    x = torch.ones(2, device="neuron:1")
+    before = _allocated()
+    grow(x)
+    after = _allocated()
+    assert x.device == x.untyped_storage().device == torch.device("neuron:1")
+    assert after[0] == before[0]
+    assert after[1] - before[1] >= 4 * N - 512  # the new bytes, less the 2 ones' 512-byte block freed
+    assert torch.neuron.current_device() == 0
+
+
+def test_a_resized_tensor_saves_and_loads_back_on_its_core(neuron: object) -> None:
+    torch.neuron.set_device(0)
+    x = torch.ones(2, device="neuron:1")
+    x.resize_(N).fill_(3.0)
+    buffer = io.BytesIO()
+    torch.save(x, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    assert loaded.device == loaded.untyped_storage().device == torch.device("neuron:1")
+    assert torch.equal(loaded.cpu(), torch.full((N,), 3.0))
