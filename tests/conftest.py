@@ -119,6 +119,36 @@ def neuron() -> Iterator[object]:
         _reset_library_state()
 
 
+OWN_CORES = 4
+
+
+@pytest.fixture
+def own_core() -> Iterator[int]:
+    """A core of its own for a test that reads memory statistics exactly: the simulator with 4 cores and this
+    thread's current device set to the last, which no other test uses. A thread an earlier test left in this
+    pytest worker (a DataLoader's, a compile worker's) allocates on its own current core, core 0 unless it chose,
+    and would move core 0's counts while the test reads them (CI saw +1024 bytes once)."""
+    _require_simulator_stack()
+    import torch
+
+    from neuroncompat import simulator
+
+    _reset_library_state()
+    simulator.enable(cores=OWN_CORES)
+    core = OWN_CORES - 1
+    torch.neuron.set_device(core)
+    torch.neuron.synchronize(core)
+    torch.neuron.empty_cache()
+    torch.neuron.reset_peak_memory_stats(core)
+    try:
+        yield core
+    finally:
+        torch.neuron.set_device(0)
+        simulator.disable()
+        simulator.reset_compiles()
+        _reset_library_state()
+
+
 @pytest.fixture
 def shim(neuron: object) -> Iterator[ModuleType]:
     """The shim on the simulated device, off at the start (the test applies it), reverted at the end."""

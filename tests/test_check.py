@@ -110,6 +110,7 @@ def test_per_layer_values_follow_the_cut_and_other_size_names_shrink():
     assert tiny_config(transformers.MarianConfig()).decoder_vocab_size == 256
 
 
+@pytest.mark.ranks
 def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):
     config = transformers.LlamaConfig(architectures=["LlamaForCausalLM"])
     code, output = _check(_save(tmp_path, config), "json", "--tensor-parallel")

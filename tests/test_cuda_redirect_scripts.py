@@ -134,6 +134,7 @@ def test_argparse_device_cuda_training_matches_the_cpu_losses(run_workdir: Path,
     assert {("Module.to('cuda')", "NM102"), ("Tensor.to('cuda')", "NM102")} <= calls
 
 
+@pytest.mark.ranks
 def test_ddp_amp_grad_scaler_under_torchrun_with_two_ranks(run_workdir: Path, tmp_path: Path) -> None:
     command = [
         sys.executable,
@@ -184,6 +185,7 @@ def test_ddp_amp_grad_scaler_under_torchrun_with_two_ranks(run_workdir: Path, tm
     assert 'init_process_group("neuron")' in source and 'torch.autocast("neuron", dtype=torch.bfloat16)' in source
 
 
+@pytest.mark.ranks
 def test_accelerate_fp16_loop_through_neuroncompat_simulate(run_workdir: Path, tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
     command = [
@@ -233,6 +235,7 @@ def _loss_lines(stdout: str) -> list[str]:
     return [line for line in stdout.splitlines() if line.startswith(("step ", "[Epoch"))]
 
 
+@pytest.mark.ranks
 def test_gpt_from_scratch_nanogpt_style_compiled_and_under_torchrun(tmp_path: Path) -> None:
     """nanoGPT's CUDA idioms: compiled on one core (bf16 autocast, close to the CPU's fp32 losses),
     then DDP with ``device_ids`` on two ranks whose weights agree at the end."""
@@ -267,6 +270,7 @@ def test_legacy_gan_with_cuda_tensor_types_matches_the_cpu_losses(tmp_path: Path
     assert "isinstance(x, torch.cuda.FloatTensor)" in calls
 
 
+@pytest.mark.ranks
 def test_mp_spawn_workers_are_redirected_and_ddp_moves_cpu_batches(tmp_path: Path) -> None:
     """``python -m neuroncompat`` reaches the processes ``mp.spawn`` starts; DDP keeps ``device_ids``."""
     result = subprocess.run(

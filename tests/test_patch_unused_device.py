@@ -83,6 +83,7 @@ def test_a_failed_run_under_python_dash_m_neuroncompat_says_nothing(tmp_path: Pa
     assert result.returncode == 1 and result.stderr.splitlines()[-1] == "ValueError: bad batch"
 
 
+@pytest.mark.ranks
 def test_a_launcher_that_builds_no_model_says_nothing() -> None:
     """torchrun, ``accelerate launch`` and an ``mp.spawn`` parent import torch, start ranks, build no model."""
     result = run_python(

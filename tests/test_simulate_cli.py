@@ -108,6 +108,7 @@ model.generate(**tokenizer(prompts, return_tensors="pt", padding=True), max_new_
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_torchrun_two_ranks_get_a_report_each(tmp_path: Path, tiny_qwen: Path) -> None:
     (tmp_path / "generate.py").write_text(PER_RANK_GENERATE)
     code, _, err = _simulate(
@@ -172,6 +173,7 @@ raise RuntimeError("rank 1 fails")
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_when_one_torchrun_rank_fails_every_rank_is_still_reported(tmp_path: Path) -> None:
     (tmp_path / "fails.py").write_text(ONE_RANK_FAILS)
     code, _, err = _simulate(

@@ -51,6 +51,7 @@ def test_the_autoload_starts_the_device_not_the_shim():
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_bare_accelerate_launch_starts_one_process_per_requested_core(tmp_path):
 
     command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2"]

@@ -123,10 +123,11 @@ def test_torch_neuron_module(neuron: object) -> None:
         torch.neuron.set_device(7)
 
 
-def test_memory_stats_follow_live_tensors(neuron: object) -> None:
-    torch.neuron.reset_peak_memory_stats()
+@pytest.mark.device_stats
+def test_memory_stats_follow_live_tensors(own_core: int) -> None:
     before = torch.neuron.memory_allocated()
-    t = torch.empty(1024, 1024, device="neuron")  # 4 MiB
+    t = torch.empty(1024, 1024, device="neuron")  # 4 MiB, on the test's own core (the current one)
+    assert t.device.index == own_core
     assert torch.neuron.memory_allocated() - before == 4 * 1024 * 1024
     view = t[:10]
     assert torch.neuron.memory_allocated() - before == 4 * 1024 * 1024, "a view allocates nothing"

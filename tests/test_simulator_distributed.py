@@ -19,7 +19,7 @@ import torch
 from fixture_runs import assert_adapter_trained_on_cpu, assert_trained_on_cpu, losses
 from launch import WEIGHTS_PROBE, accelerate_launch, free_port, rank_logs, simulated_env, torchrun
 
-pytestmark = pytest.mark.slow  # torchrun and accelerate launches of two ranks
+pytestmark = [pytest.mark.slow, pytest.mark.ranks]  # torchrun and accelerate launches of two ranks
 
 SCRIPTS = Path(__file__).resolve().parent / "distributed"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"

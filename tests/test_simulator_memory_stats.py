@@ -9,9 +9,13 @@ redirect's own merging and its errors for missing keys are tested in ``tests/iso
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from neuroncompat.cuda.memory_stats import CUDA_KEYS
+
+# reads the simulated cores' memory statistics (scripts/determinism.sh repeats these)
+pytestmark = pytest.mark.device_stats
 
 
 def test_memory_stats_has_every_key_of_cudas_but_the_fraction_policy_counter(neuron: object) -> None:

@@ -117,13 +117,12 @@ def test_pickled_module_loads_back_on_its_core(neuron: object) -> None:
     assert torch.equal(moved.weight.cpu(), model.weight.cpu())
 
 
-def test_memory_statistics_count_bytes_as_the_caching_allocator_does(neuron: object) -> None:
-    torch.neuron.synchronize()
-    torch.neuron.empty_cache()
-    torch.accelerator.reset_peak_memory_stats()
-    base = torch.accelerator.memory_allocated()
+@pytest.mark.device_stats
+def test_memory_statistics_count_bytes_as_the_caching_allocator_does(own_core: int) -> None:
+    base = torch.accelerator.memory_allocated(own_core)
     a = torch.empty(1000, dtype=torch.uint8, device="neuron")  # rounded up to 1024 (512-byte blocks)
     b = torch.empty(256, 256, device="neuron")  # 256 KiB
+    assert a.device.index == own_core
     assert torch.accelerator.memory_allocated() - base == 1024 + 256 * 1024
     assert torch.accelerator.max_memory_allocated() - base == 1024 + 256 * 1024
     del b
@@ -145,16 +144,16 @@ def test_memory_statistics_count_bytes_as_the_caching_allocator_does(neuron: obj
     del a
 
 
-def test_cores_keep_separate_statistics(neuron: object) -> None:
-    # 3 MiB on core 1: core 0's count must not see it. Core 0 is compared within less than that, not exactly: under
-    # pytest-xdist a thread left by an earlier test in this worker may allocate a few bytes on the current core
-    # meanwhile (CI saw +1024 bytes once).
+@pytest.mark.device_stats
+def test_cores_keep_separate_statistics(own_core: int) -> None:
+    """3 MiB on the test's own core: the core beside it, which no thread uses either, must not see a byte of it."""
+    other = own_core - 1
     size = 3 << 20
-    before_zero, before_one = torch.accelerator.memory_allocated(0), torch.accelerator.memory_allocated(1)
-    on_one = torch.empty(size, dtype=torch.uint8, device="neuron:1")
-    assert torch.accelerator.memory_allocated(1) - before_one == size
-    assert abs(torch.accelerator.memory_allocated(0) - before_zero) < size
-    del on_one
+    before_other, before_own = torch.accelerator.memory_allocated(other), torch.accelerator.memory_allocated(own_core)
+    on_own = torch.empty(size, dtype=torch.uint8, device=f"neuron:{own_core}")
+    assert torch.accelerator.memory_allocated(own_core) - before_own == size
+    assert torch.accelerator.memory_allocated(other) == before_other
+    del on_own
 
 
 def test_out_of_memory_is_worded_like_the_runtime() -> None:

@@ -13,6 +13,9 @@ from collections.abc import Callable
 import pytest
 import torch
 
+# reads the simulated cores' memory statistics (scripts/determinism.sh repeats these)
+pytestmark = pytest.mark.device_stats
+
 N = 1 << 16  # 256 KiB of float32
 
 

@@ -83,6 +83,7 @@ def test_fsdp_move_states_to_device_of_cpu_states_is_refused_without_the_shim(mo
 
 
 @pytest.mark.slow  # two torchrun launches of two ranks
+@pytest.mark.ranks
 def test_fsdp2_fully_shard_of_a_cpu_model_with_batchnorm_buffers_on_two_ranks(tmp_path: Path) -> None:
     """The real ``fully_shard``: works with the shim, fails as on a trn2 without it."""
 

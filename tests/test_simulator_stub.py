@@ -9,11 +9,13 @@ from __future__ import annotations
 import importlib
 import sys
 
+import pytest
 import torch
 
 from neuroncompat.simulator import torch_neuronx_stub
 
 
+@pytest.mark.device_stats
 def test_the_memory_functions_are_at_module_level(neuron: object) -> None:
     import torch_neuronx  # type: ignore[import-not-found]
 

@@ -113,6 +113,7 @@ def _assert_summarised(result: subprocess.CompletedProcess[str], launcher: str) 
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_failing_torchrun_is_summarised_by_rank(tmp_path: Path) -> None:
     (tmp_path / "fails.py").write_text(ONE_RANK_RAISES)
     torchrun = str(Path(sys.executable).with_name("torchrun"))
@@ -121,6 +122,7 @@ def test_failing_torchrun_is_summarised_by_rank(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_failing_accelerate_launch_is_summarised_by_rank(tmp_path: Path) -> None:
     (tmp_path / "fails.py").write_text(ONE_RANK_RAISES)
     accelerate = str(Path(sys.executable).with_name("accelerate"))

@@ -67,6 +67,7 @@ def _results(stdout: str, tag: str) -> dict[int, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_migrated_tensor_parallel_generate_shards_as_dtensors_and_matches_cpu(run_workdir: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -104,6 +105,7 @@ def test_migrated_tensor_parallel_generate_shards_as_dtensors_and_matches_cpu(ru
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_migrated_num_cores_inference_runs_however_it_is_launched(run_workdir: Path) -> None:
     """Issue 27: Optimum's `num_cores=2` export migrated to TP=2 started only under torchrun (`python` failed
     to initialise torch.distributed). Now plain `python` runs it whole on one core, and torchrun with 2
@@ -145,6 +147,7 @@ def _srun_torchrun_arguments(slurm: Path) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_migrated_slurm_launch_line_trains_two_steps_on_two_ranks(run_workdir: Path) -> None:
     out = run_workdir / "slurm-out"
     arguments = _srun_torchrun_arguments(FIXTURES / "slurm" / "local_two_process.expected.slurm")

@@ -106,6 +106,7 @@ def test_migrated_flux_tp_runs_in_one_process(workdir: Path) -> None:
     assert torch.equal(_pixels(workdir / "one.png.rank0.png"), _pixels(workdir / "cpu.png"))
 
 
+@pytest.mark.ranks
 def test_migrated_flux_tp_shards_over_two_ranks(workdir: Path) -> None:
     args = [str(FIXTURE), "--model", "tiny-flux", *ARGS, "--output", "tp.png"]
     torchrun(workdir / "per_rank.py", args, cwd=workdir, nproc=2)

@@ -90,6 +90,7 @@ def _torchrun_cpu(script: Path, args: list[str], cwd: Path) -> str:
     return result.stdout
 
 
+@pytest.mark.ranks
 def test_ddp_snapshot_trains_as_on_cpu_and_resumes(run_workdir: Path) -> None:
     """DDP keeps `device_ids` (inputs reach the core) and the snapshot loads with `map_location="cpu"`."""
     work = run_workdir / "ddp-snapshot"
@@ -107,6 +108,7 @@ def test_ddp_snapshot_trains_as_on_cpu_and_resumes(run_workdir: Path) -> None:
     assert snapshot["EPOCHS_RUN"] == 5
 
 
+@pytest.mark.ranks
 def test_accelerate_example_without_cuda_code_runs_on_neuron(run_workdir: Path) -> None:
     """Only `import neuroncompat` was added; without it the run trained on CPU."""
 
@@ -129,6 +131,7 @@ def test_accelerate_example_without_cuda_code_runs_on_neuron(run_workdir: Path) 
         ("dpo_model_kwargs", ["--pairs_file", "train.txt", "--per_device_train_batch_size", "2"]),
     ],
 )
+@pytest.mark.ranks
 def test_trl_trainers_train_on_neuron(name: str, extra: list[str], run_workdir: Path) -> None:
     def args(out: str) -> list[str]:
         return ["--model_name_or_path", "model", "--output_dir", out, "--max_steps", "2", *extra]

@@ -531,6 +531,7 @@ def test_23_8_literal_indices_stay():
 
 
 @pytest.mark.slow
+@pytest.mark.ranks
 def test_23_8_index_less_devices_are_each_ranks_own_core_under_torchrun(tmp_path: Path):
     """On the simulator a rank sees all cores with its own current: the migrated script's tensors land on
     `neuron:<rank>`, as they land on `neuron:0` where a rank sees only its own (the other reading)."""
