@@ -103,6 +103,7 @@ def check_group(model_types: list[str], classes: dict[str, str], timeout: float)
                 entry["error"] = message.splitlines()[0][:300]
                 entry["detail"] = "\n".join(message.splitlines()[1:])[-1500:]
             else:
+                entry["report"] = result  # the whole report, as `neuroncompat check --format json` prints it
                 entry["stages"] = result["stages"]
                 entry["parameters"] = result.get("parameters")
                 entry["seconds"] = result["seconds"]

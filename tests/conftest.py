@@ -39,7 +39,15 @@ SKIP_REASON = f"needs the simulator stack: {', '.join(MISSING_STACK)} not instal
 def pytest_configure(config: pytest.Config) -> None:
     """Register ``neuron`` as PyTorch's PrivateUse1 name, so test modules can write
     ``torch.device("neuron", 1)`` at collection time. Registering is not enabling: the device
-    stays unavailable until a test asks for the ``neuron`` fixture."""
+    stays unavailable until a test asks for the ``neuron`` fixture.
+
+    Under ``-n N`` the tests are spread as ``--dist loadgroup`` (pytest-xdist's ``load`` that keeps each
+    ``xdist_group`` in one worker) unless ``--dist`` is given: tests that read one expensive result (the CI
+    subset's checks, tests/ci_subset.py) then find it in their worker instead of each computing it again."""
+    if getattr(config.option, "dist", None) == "load" and not any(
+        arg.startswith(("--dist", "-d")) for arg in config.invocation_params.args
+    ):
+        config.option.dist = "loadgroup"
     if "torch" in MISSING_STACK:
         return
     from neuroncompat.simulator import register_backend

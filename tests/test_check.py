@@ -16,6 +16,9 @@ import pytest
 
 transformers = pytest.importorskip("transformers")
 
+import ci_subset  # noqa: E402
+
+from neuroncompat.check import report as check_report  # noqa: E402
 from neuroncompat.check.tiny import tiny_config  # noqa: E402
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "neuroncompat/check/report.schema.json").read_text())
@@ -110,10 +113,19 @@ def test_per_layer_values_follow_the_cut_and_other_size_names_shrink():
     assert tiny_config(transformers.MarianConfig()).decoder_vocab_size == 256
 
 
-@pytest.mark.ranks
-def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):
+@pytest.fixture(scope="module")
+def llama_cli(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
+    """``neuroncompat check --format json --tensor-parallel`` on Llama's default config, once for the tests that
+    read it (they share the ``check_llama`` xdist group, so one pytest worker runs them all)."""
     config = transformers.LlamaConfig(architectures=["LlamaForCausalLM"])
-    code, output = _check(_save(tmp_path, config), "json", "--tensor-parallel")
+    return _check(_save(tmp_path_factory.mktemp("llama"), config), "json", "--tensor-parallel")
+
+
+@pytest.mark.slow  # every stage and the 2-rank tensor-parallel one
+@pytest.mark.ranks
+@pytest.mark.xdist_group("check_llama")
+def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(llama_cli):
+    code, output = llama_cli
     assert code == 0, output
     _validate(json.loads(output))
     stages = _stages(output)
@@ -130,14 +142,14 @@ def test_llama_passes_every_stage_with_one_graph_each_compiled_stage(tmp_path):
 
 
 @pytest.mark.slow  # 6 layers, a graph per decode length: the longest check here
-def test_gemma3_sliding_and_full_attention_layers_pass(tmp_path):
-    code, output = _check(_save(tmp_path, transformers.Gemma3TextConfig(architectures=["Gemma3ForCausalLM"])))
-    assert code == 0, output
-    document = json.loads(output)
+@pytest.mark.xdist_group("ci_subset")
+def test_gemma3_sliding_and_full_attention_layers_pass():
+    document = ci_subset.report("gemma3_text")  # Gemma3TextConfig's defaults, architectures=["Gemma3ForCausalLM"]
+    assert document["exit_code"] == 0, document
     _validate(document)
     assert document["layers"] == 6
     # its sliding layers' static cache keeps a Python int of its length: a decode graph per token (window 8 > 6)
-    generate = _stages(output)["generate"]
+    generate = {stage["stage"]: stage for stage in document["stages"]}["generate"]
     assert generate["graphs"] == 5
     [recompile] = generate["recompiles"]
     assert recompile["guard"] == "kwargs['past_key_values'].layers[0].cumulative_length_int"
@@ -146,6 +158,7 @@ def test_gemma3_sliding_and_full_attention_layers_pass(tmp_path):
     assert recompile["cause"].startswith("transformers' sliding-window static cache keeps its length as a Python int")
 
 
+@pytest.mark.slow  # every stage; the tensor-parallel one is skipped
 def test_mamba_passes_on_the_reference_scan(tmp_path):
     code, output = _check(
         _save(tmp_path, transformers.MambaConfig(architectures=["MambaForCausalLM"])), "json", "--tensor-parallel"
@@ -158,39 +171,31 @@ def test_mamba_passes_on_the_reference_scan(tmp_path):
     assert stages["tensor-parallel"]["detail"] == "no tensor-parallel plan in the config (base_model_tp_plan)"
 
 
-def test_a_moe_model_passes_through_transformers_grouped_experts(tmp_path):
+@pytest.mark.slow  # reads the CI subset's check (tests/ci_subset.py)
+@pytest.mark.xdist_group("ci_subset")
+def test_a_moe_model_passes_through_transformers_grouped_experts():
     """transformers' grouped_mm experts count tokens per expert with an int32 torch.histc on every device but the
     CPU and MPS (integrations/moe.py); the simulator runs it as CUDA does (neuroncompat/simulator/integer_histc.py)."""
-    code, output = _check(_save(tmp_path, transformers.Qwen3MoeConfig(architectures=["Qwen3MoeForCausalLM"])))
-    assert code == 0, output
-    stages = _stages(output)
+    document = ci_subset.report("qwen3_moe")  # Qwen3MoeConfig's defaults, architectures=["Qwen3MoeForCausalLM"]
+    assert document["exit_code"] == 0, document
+    stages = {stage["stage"]: stage for stage in document["stages"]}
     assert stages["generate"]["detail"] == "6 greedy tokens equal the CPU's"
     assert stages["train-compiled"]["status"] == "pass"
 
 
-def test_text_report_and_a_clear_error_for_a_missing_config(tmp_path):
-    code, output = _check(_save(tmp_path, transformers.LlamaConfig(architectures=["LlamaForCausalLM"])), "text")
+@pytest.mark.slow  # renders the Llama check above
+@pytest.mark.xdist_group("check_llama")
+def test_text_report_of_a_passing_model(llama_cli):
+    code, output = llama_cli
     assert code == 0, output
-    assert "LlamaForCausalLM (llama, float32) runs on the simulated Neuron device" in output
-    assert "train-compiled  ok" in output
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    code, output = _check(empty, "text")
+    text = check_report.RENDERERS["text"](json.loads(output))  # what `--format text` prints for the same result
+    assert "LlamaForCausalLM (llama, float32) runs on the simulated Neuron device" in text
+    assert "train-compiled  ok" in text
+
+
+def test_a_clear_error_for_a_missing_config(tmp_path):
+    code, output = _check(tmp_path, "text")
     assert code == 1 and "no config.json in this directory" in output
-
-
-@pytest.mark.slow  # a whole check
-def test_a_module_in_the_working_directory_does_not_shadow_what_the_worker_imports(tmp_path):
-    """`python -m` puts its working directory first on sys.path; a user's concurrent.py must not break the check."""
-    (tmp_path / "concurrent.py").write_text("raise RuntimeError('the local concurrent.py was imported')\n")
-    (tmp_path / "model").mkdir()
-    _save(tmp_path / "model", transformers.LlamaConfig(architectures=["LlamaForCausalLM"]))
-    command = str(Path(sys.executable).with_name("neuroncompat"))  # as installed: cwd is not on its sys.path
-    done = subprocess.run(  # a relative model path still works
-        [command, "check", "model"], cwd=tmp_path, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "LlamaForCausalLM (llama, float32) runs on the simulated Neuron device" in done.stdout
 
 
 def test_a_training_step_that_draws_random_numbers_draws_the_same_on_the_cpu_reference(neuron):

@@ -12,6 +12,7 @@ import pytest
 from helpers import run_python
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 @pytest.mark.parametrize(
     ("args", "usage"),
     [

@@ -82,6 +82,7 @@ def test_gap_a_cuda_backend_raises(shim: ModuleType, backend: str) -> None:
         _unet().set_attention_backend(backend)
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 @pytest.mark.parametrize("backend", ["flash", "flash_hub", "sage_hub", "_native_cudnn", "XFORMERS"])
 def test_set_attention_backend_becomes_native(shim: ModuleType, caplog: pytest.LogCaptureFixture, backend: str) -> None:
     shim.apply()

@@ -52,6 +52,7 @@ def test_offloads_without_streams(shim: ModuleType, no_streams: None, caplog: py
     assert caplog.text.count("group offloading use_stream=True -> False") == 1
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_streams_are_kept_where_the_backend_has_them(shim: ModuleType, caplog: pytest.LogCaptureFixture) -> None:
     """The simulator's torch.neuron has Stream: the user's request stands."""
     shim.apply()

@@ -39,6 +39,7 @@ def test_gap_compiling_the_vae_module_compiles_no_decode(shim: ModuleType) -> No
     assert _compiled() == []
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_decode_and_encode_are_compiled(shim: ModuleType, caplog: pytest.LogCaptureFixture) -> None:
     shim.apply()
     pipe = _pipe()
@@ -52,6 +53,7 @@ def test_decode_and_encode_are_compiled(shim: ModuleType, caplog: pytest.LogCapt
     assert "torch.compile(AutoencoderKL) also compiles its decode and encode" in caplog.text
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_module_compile_in_place(shim: ModuleType) -> None:
     """``vae.compile()`` compiles ``_call_impl`` only: decode and encode follow."""
     shim.apply()

@@ -66,6 +66,7 @@ def outcome() -> tuple[dict[str, str], str]:
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_gap_nccl_fails_without_the_patch(outcome: tuple[dict[str, str], str]) -> None:
     result, _ = outcome
     assert _nccl_refused(result["without"]), result["without"]
@@ -92,6 +93,7 @@ def test_disabled_by_name_and_reverted(outcome: tuple[dict[str, str], str]) -> N
     assert _nccl_refused(result["reverted"]), result["reverted"]
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_without_a_registered_neuron_backend_the_call_is_kept() -> None:
     """Where torch-neuronx's distributed support is not loaded, there is nothing to map NCCL to."""
     proc = run_python(

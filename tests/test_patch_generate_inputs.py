@@ -48,6 +48,7 @@ def test_gap_tokens_grow_on_neuron(shim: ModuleType, model_and_prompts: tuple[An
     assert set(recorder.devices) == {"neuron"} and len(recorder.devices) >= 4
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_inputs_stay_on_cpu_and_output_returns(
     shim: ModuleType, model_and_prompts: tuple[Any, Any], caplog: pytest.LogCaptureFixture
 ) -> None:

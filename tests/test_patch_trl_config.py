@@ -35,6 +35,7 @@ def _shapes(trainer: Any) -> set[tuple[int, ...]]:
     return {tuple(batch["input_ids"].shape) for batch in trainer.get_train_dataloader()}
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_gaps_without_the_patch(
     shim: ModuleType, tiny_qwen: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

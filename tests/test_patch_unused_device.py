@@ -45,6 +45,7 @@ def _run(*argv: str, **env: str) -> tuple[int, str, str]:
     return result.returncode, result.stdout, result.stderr
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_a_run_on_the_cpu_under_the_shim_warns_at_exit() -> None:
     returncode, stdout, stderr = _run()
     assert (returncode, stdout) == (0, "trained on cpu\n")
@@ -56,6 +57,7 @@ def test_a_run_on_the_cpu_under_the_shim_warns_at_exit() -> None:
     assert "[unused_device]" not in stderr
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 @pytest.mark.parametrize(
     ("argv", "env"),
     [
@@ -73,6 +75,7 @@ def test_no_warning_when_the_core_was_used_the_run_failed_disabled_or_off_neuron
     assert "[unused_device]" not in stderr
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_a_failed_run_under_python_dash_m_neuroncompat_says_nothing(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text(GATED)
     result = run_python(
@@ -83,6 +86,7 @@ def test_a_failed_run_under_python_dash_m_neuroncompat_says_nothing(tmp_path: Pa
     assert result.returncode == 1 and result.stderr.splitlines()[-1] == "ValueError: bad batch"
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 @pytest.mark.ranks
 def test_a_launcher_that_builds_no_model_says_nothing() -> None:
     """torchrun, ``accelerate launch`` and an ``mp.spawn`` parent import torch, start ranks, build no model."""

@@ -177,6 +177,7 @@ def test_without_a_host_size_the_simulated_host_has_the_cores_named(monkeypatch:
 _SCRIPT = "import neuroncompat, torch\nx = torch.ones(2, device='neuron')\nprint('ran', torch.neuron.device_count(), x.device)"
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_a_single_core_pin_runs() -> None:
     proc = run_python(_SCRIPT, env={"NEURONCOMPAT_SIMULATE": "1", "NEURON_RT_VISIBLE_CORES": "0"}, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

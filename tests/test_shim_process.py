@@ -27,6 +27,7 @@ def _last_json(stdout: str) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 @pytest.mark.parametrize("order", ["shim-first", "shim-after-transformers"])
 def test_import_order_gives_the_same_result(tiny_qwen: Path, order: str) -> None:
     probe = PROBE.format(model=str(tiny_qwen))
@@ -112,6 +113,7 @@ def test_off_neuron_nothing_changes(tiny_qwen: Path) -> None:
     }
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_doctor_lists_every_patch() -> None:
     from neuroncompat.shim import patch_ids
 

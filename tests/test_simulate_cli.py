@@ -73,6 +73,7 @@ sys.exit(3)
 """
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_failing_script_keeps_its_exit_code_and_still_gets_the_report(tmp_path: Path) -> None:
     (tmp_path / "decode.py").write_text(FAILING_DECODE_LOOP)
     code, out, err = _simulate("simulate", "--graph-cost", "30", "--", sys.executable, "decode.py", cwd=tmp_path)
@@ -203,6 +204,7 @@ print((x * 2).sum().item())
 """
 
 
+@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 def test_a_script_that_only_computes_on_tensors_is_not_said_to_have_run_nothing(tmp_path: Path) -> None:
     """No module forward and no compile: the device still ran the script's ops, and the report says so."""
     from jsonschema import validate
