@@ -101,10 +101,15 @@ def _in_pool(work: list[tuple[str, Options]], jobs: int) -> list[_Outcome]:
 
 def _pool_round(work: list[tuple[str, Options]], indices: list[int], jobs: int, outcomes: dict[int, _Outcome]) -> bool:
     """Run `indices` in a fresh pool, storing each outcome; True when a worker died and broke the pool."""
-    with ProcessPoolExecutor(max_workers=min(jobs, len(indices))) as pool:
-        futures: dict[Future[_Outcome], int] = {pool.submit(_migrate_path, work[i]): i for i in indices}
-        wait(futures)
+    futures: dict[Future[_Outcome], int] = {}
     broken = False
+    with ProcessPoolExecutor(max_workers=min(jobs, len(indices))) as pool:
+        try:
+            for i in indices:
+                futures[pool.submit(_migrate_path, work[i])] = i
+        except BrokenProcessPool:  # a worker died before every file was handed out
+            broken = True
+        wait(futures)
     for future, i in futures.items():
         try:
             outcomes[i] = future.result()
