@@ -3,8 +3,8 @@
 One bad file never stops the run: read errors, parse errors and internal errors become
 per-file results; the CLI turns them into exit code 2. Nor does a worker process that dies
 (a native parser crashing on a file no check foresaw): the pool breaks, the files it had
-finished are kept, the ones it had in flight are migrated again one per process so the file
-that kills its process is named, and the rest go on in a new pool.
+finished are kept, the rest go on in a new pool, and the file that kills its process is found
+and named (`_in_pool`).
 
 With `write`, a file is written only if it still holds the bytes that were migrated
 (`migrate.writer.write_atomic`); one edited, replaced or deleted during the run is skipped with
@@ -82,40 +82,56 @@ def _write(outcomes: list[_Outcome]) -> None:
 
 
 def _in_pool(work: list[tuple[str, Options]], jobs: int) -> list[_Outcome]:
-    """Migrate `work` in `jobs` worker processes, surviving workers that die."""
+    """Migrate `work` in `jobs` worker processes, surviving workers that die.
+
+    Files go to the workers in chunks (one round trip per chunk, not per file). After a worker
+    dies, the files left are handed out one at a time; if one dies again, the files that were in
+    flight (the first unfinished ones in submission order: each worker holds one and the executor
+    queues `jobs + 1` more) each run alone, so the file that kills its process is named. Every
+    round after the first settles at least those, so the loop ends.
+    """
     outcomes: dict[int, _Outcome] = {}
     remaining = list(range(len(work)))
+    chunk = max(1, len(work) // (jobs * 4))
     while remaining:
-        broken = _pool_round(work, remaining, jobs, outcomes)
+        broken = _pool_round(work, remaining, jobs, chunk, outcomes)
         remaining = [i for i in remaining if i not in outcomes]
         if not broken:
             break
-        # The files in flight when a worker died are the first unfinished ones in submission order:
-        # each worker holds one and the executor queues `jobs + 1` more. Each of those runs alone, so
-        # a file that kills its process is named; a round always settles them, so the loop ends.
+        if chunk > 1:
+            chunk = 1
+            continue
         suspects, remaining = remaining[: 2 * jobs + 1], remaining[2 * jobs + 1 :]
         for i in suspects:
             outcomes[i] = _alone(work[i])
     return [outcomes[i] for i in range(len(work))]
 
 
-def _pool_round(work: list[tuple[str, Options]], indices: list[int], jobs: int, outcomes: dict[int, _Outcome]) -> bool:
-    """Run `indices` in a fresh pool, storing each outcome; True when a worker died and broke the pool."""
-    futures: dict[Future[_Outcome], int] = {}
+def _pool_round(
+    work: list[tuple[str, Options]], indices: list[int], jobs: int, chunk: int, outcomes: dict[int, _Outcome]
+) -> bool:
+    """Run `indices` in a fresh pool, `chunk` files a task, storing each outcome; True when a worker
+    died and broke the pool."""
+    futures: dict[Future[list[_Outcome]], list[int]] = {}
     broken = False
     with ProcessPoolExecutor(max_workers=min(jobs, len(indices))) as pool:
         try:
-            for i in indices:
-                futures[pool.submit(_migrate_path, work[i])] = i
+            for start in range(0, len(indices), chunk):
+                batch = indices[start : start + chunk]
+                futures[pool.submit(_migrate_paths, [work[i] for i in batch])] = batch
         except BrokenProcessPool:  # a worker died before every file was handed out
             broken = True
         wait(futures)
-    for future, i in futures.items():
+    for future, batch in futures.items():
         try:
-            outcomes[i] = future.result()
+            outcomes.update(zip(batch, future.result()))
         except BrokenProcessPool:
             broken = True
     return broken
+
+
+def _migrate_paths(batch: list[tuple[str, Options]]) -> list[_Outcome]:
+    return [_migrate_path(args) for args in batch]
 
 
 def _alone(args: tuple[str, Options]) -> _Outcome:
