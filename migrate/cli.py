@@ -3,7 +3,11 @@
 Exit codes: 0 nothing to do (or everything written); 1 with `--check` when any file would
 change (new rewrites or new TODOs); 2 on errors (unparseable or unreadable files, internal
 errors, bad options) and when a file named on the command line (not found in a directory) was
-skipped because it cannot be migrated: binary, undecodable, or not a kind neuron-migrate knows.
+skipped because it cannot be migrated: binary, undecodable, or not a kind neuron-migrate knows;
+and with `--write` when a file changed on disk during the run and was therefore not written
+(`skipped: PATH: changed during the run, not written`; run again to migrate it). A file nested
+deeper than Python's parser accepts is an error naming its line, and so is a file whose worker
+process died; the other files are migrated all the same.
 With the default text format diffs go to stdout (coloured only on a
 terminal, never with NO_COLOR set) and the summary to stderr; the other formats
 (`migrate.formats`) write their report to stdout and, for `github`, the summary to stderr.
@@ -143,7 +147,11 @@ def main(
                 click.echo(f"error: {result.error}", err=True)
 
     named = {str(Path(p)) for p in paths if not Path(p).is_dir()}
-    if any(r.status in ("error", "internal-error") or (r.skip_reason and r.path in named) for r in results):
+    if any(
+        r.status in ("error", "internal-error")
+        or (r.skip_reason and (r.path in named or r.skip_reason == runner.NOT_WRITTEN))
+        for r in results
+    ):
         sys.exit(2)
     if check and any(r.status == "changed" for r in results):
         sys.exit(1)

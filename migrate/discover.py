@@ -6,7 +6,9 @@ YAML files are configs worth touching is decided from their keys by the YAML mig
 stdlib only. `.gitignore` support covers what repositories use in practice: blank lines and
 comments, `!` negation, directory-only patterns (`build/`), anchored patterns (`/dist`,
 `a/b`), `*`, `?`, `**`. Each directory's `.gitignore` applies below it. Symlinked directories
-are followed once (a loop is cut by tracking real paths).
+are followed once (a loop is cut by tracking real paths). The walk yields regular files only (a
+FIFO, socket or device with a matching name is passed over: reading one would block or never
+end); a file named on the command line is read whatever it is, so `<(...)` works.
 """
 
 from __future__ import annotations
@@ -152,5 +154,13 @@ def _walk(directory: Path, stack: list[_Ignore], seen: set[str], excludes: froze
             if entry.name in excludes or _ignored(path, True, stack):
                 continue
             yield from _walk(path, stack, seen, excludes)
-        elif path.suffix.lower() in SUFFIXES and not _ignored(path, False, stack):
+        elif path.suffix.lower() in SUFFIXES and _regular(entry) and not _ignored(path, False, stack):
             yield path
+
+
+def _regular(entry: os.DirEntry[str]) -> bool:
+    """A regular file (or a link to one): a FIFO named `x.py` would block the read forever, a device too."""
+    try:
+        return entry.is_file()
+    except OSError:
+        return False

@@ -24,6 +24,7 @@ from migrate.facts import FileFacts, wants_shim
 from migrate.imports import SHIM, add_imports
 from migrate.markers import SKIP_FILE, TODO_PREFIX, without_todos
 from migrate.names import ImportMap
+from migrate.parser_limits import refusal
 from migrate.prefilter import may_need_migration
 from migrate.registry import Selection
 from migrate.transform import MigrationTransformer
@@ -159,6 +160,9 @@ def _migrate_once(data: bytes, path: str, options: Options) -> FileResult:
     rules_may_apply = may_need_migration(data)
     if not rules_may_apply and not (options.shim and _may_want_shim(data)):
         return FileResult(path, "unchanged")
+    refused = refusal(data, path)  # before libcst, whose parser crashes on deep nesting
+    if refused is not None:
+        return FileResult(path, "error", error=refused[0], error_line=refused[1])
     try:
         module = cst.parse_module(data)
     except cst.ParserSyntaxError as exc:

@@ -1,54 +1,176 @@
 """Run the migrators over many files: read, migrate (optionally in worker processes), write.
 
 One bad file never stops the run: read errors, parse errors and internal errors become
-per-file results; the CLI turns them into exit code 2.
+per-file results; the CLI turns them into exit code 2. Nor does a worker process that dies
+(a native parser crashing on a file no check foresaw): the pool breaks, the files it had
+finished are kept, the rest go on in a new pool, and the file that kills its process is found
+and named (`_in_pool`).
+
+With `write`, a file is written only if it still holds the bytes that were migrated
+(`migrate.writer.write_atomic`); one edited, replaced or deleted during the run is skipped with
+`NOT_WRITTEN` as its reason, and the CLI exits 2.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.connection
 import os
+import signal
 from collections.abc import Iterable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from migrate.dispatch import migrate_file
 from migrate.engine import FileResult, Options
-from migrate.writer import write_atomic
+from migrate.writer import ChangedOnDisk, digest, remove_stale_temps, write_atomic
+
+NOT_WRITTEN = "changed during the run, not written"
+
+# (the result, the digest of the bytes it was migrated from; None when nothing was read)
+_Outcome = tuple[FileResult, bytes | None]
 
 
-def _migrate_path(args: tuple[str, Options]) -> FileResult:
+def _migrate_path(args: tuple[str, Options]) -> _Outcome:
     path, options = args
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        return FileResult(path, "error", error=f"{path}: cannot read: {exc.strerror or exc}")
+        return FileResult(path, "error", error=f"{path}: cannot read: {exc.strerror or exc}"), None
     try:
-        return migrate_file(data, path, options)
+        return migrate_file(data, path, options), digest(data)
     except RecursionError:
-        return FileResult(path, "error", error=f"{path}: too deeply nested for the parser; skipped")
+        return FileResult(path, "error", error=f"{path}: too deeply nested for the parser; skipped"), None
     except Exception as exc:  # noqa: BLE001  (report and keep going; it's our bug)
         return FileResult(
             path, "internal-error", error=f"{path}: internal error: {type(exc).__name__}: {exc}; please report"
-        )
+        ), None
 
 
 def run(paths: Iterable[Path], options: Options, jobs: int, write: bool) -> list[FileResult]:
     """Migrate every path; with `write`, apply changes. Results come back in input order."""
     work = [(str(p), options) for p in paths]
     if jobs > 1 and len(work) > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
-            results = list(pool.map(_migrate_path, work, chunksize=max(1, len(work) // (jobs * 4))))
+        outcomes = _in_pool(work, min(jobs, len(work)))
     else:
-        results = [_migrate_path(w) for w in work]
+        outcomes = [_migrate_path(w) for w in work]
     if write:
-        for result in results:
-            if result.new is not None:
-                try:
-                    write_atomic(Path(result.path), result.new)
-                except OSError as exc:
-                    result.status = "error"
-                    result.error = f"{result.path}: cannot write: {exc}"
-    return results
+        _write(outcomes)
+    return [result for result, _ in outcomes]
+
+
+def _write(outcomes: list[_Outcome]) -> None:
+    """Write each changed file whose bytes are still the migrated ones; clean stale temp files first."""
+    cleaned: set[str] = set()
+    for result, read_digest in outcomes:
+        if result.new is None:
+            continue
+        folder = os.path.dirname(os.path.realpath(result.path))
+        if folder not in cleaned:
+            cleaned.add(folder)
+            remove_stale_temps(Path(folder))
+        try:
+            write_atomic(Path(result.path), result.new, expected=read_digest)
+        except ChangedOnDisk:
+            result.status = "skipped"
+            result.skip_reason = NOT_WRITTEN
+            result.new = None
+        except OSError as exc:
+            result.status = "error"
+            result.error = f"{result.path}: cannot write: {exc}"
+
+
+def _in_pool(work: list[tuple[str, Options]], jobs: int) -> list[_Outcome]:
+    """Migrate `work` in `jobs` worker processes, surviving workers that die.
+
+    Files go to the workers in chunks (one round trip per chunk, not per file). After a worker
+    dies, the files left are handed out one at a time; if one dies again, the files that were in
+    flight (the first unfinished ones in submission order: each worker holds one and the executor
+    queues `jobs + 1` more) each run alone, so the file that kills its process is named. Every
+    round after the first settles at least those, so the loop ends.
+    """
+    outcomes: dict[int, _Outcome] = {}
+    remaining = list(range(len(work)))
+    chunk = max(1, len(work) // (jobs * 4))
+    while remaining:
+        broken = _pool_round(work, remaining, jobs, chunk, outcomes)
+        remaining = [i for i in remaining if i not in outcomes]
+        if not broken:
+            break
+        if chunk > 1:
+            chunk = 1
+            continue
+        suspects, remaining = remaining[: 2 * jobs + 1], remaining[2 * jobs + 1 :]
+        for i in suspects:
+            outcomes[i] = _alone(work[i])
+    return [outcomes[i] for i in range(len(work))]
+
+
+def _pool_round(
+    work: list[tuple[str, Options]], indices: list[int], jobs: int, chunk: int, outcomes: dict[int, _Outcome]
+) -> bool:
+    """Run `indices` in a fresh pool, `chunk` files a task, storing each outcome; True when a worker
+    died and broke the pool."""
+    futures: dict[Future[list[_Outcome]], list[int]] = {}
+    broken = False
+    with ProcessPoolExecutor(max_workers=min(jobs, len(indices))) as pool:
+        try:
+            for start in range(0, len(indices), chunk):
+                batch = indices[start : start + chunk]
+                futures[pool.submit(_migrate_paths, [work[i] for i in batch])] = batch
+        except BrokenProcessPool:  # a worker died before every file was handed out
+            broken = True
+        wait(futures)
+    for future, batch in futures.items():
+        try:
+            outcomes.update(zip(batch, future.result()))
+        except BrokenProcessPool:
+            broken = True
+    return broken
+
+
+def _migrate_paths(batch: list[tuple[str, Options]]) -> list[_Outcome]:
+    return [_migrate_path(args) for args in batch]
+
+
+def _alone(args: tuple[str, Options]) -> _Outcome:
+    """Migrate one file in a process of its own; a process that dies becomes an error naming the file."""
+    context = multiprocessing.get_context()
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_send_outcome, args=(send, args), daemon=True)
+    process.start()
+    send.close()
+    try:
+        outcome: _Outcome = receive.recv()
+    except EOFError:
+        process.join()
+        path = args[0]
+        return FileResult(
+            path,
+            "internal-error",
+            error=f"{path}: the process migrating this file died ({_death(process.exitcode)}); "
+            "file left unchanged, the other files went on; please report this",
+        ), None
+    finally:
+        receive.close()
+    process.join()
+    return outcome
+
+
+def _send_outcome(send: multiprocessing.connection.Connection, args: tuple[str, Options]) -> None:
+    send.send(_migrate_path(args))
+    send.close()
+
+
+def _death(exitcode: int | None) -> str:
+    """`killed by SIGSEGV`, `exit status 3`."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit status {exitcode}"
 
 
 def default_jobs() -> int:

@@ -16,6 +16,13 @@ is accepted.
 Recipe keys that transformers 5 / TRL 1.x renamed or removed (NM808) come from `drift.FIELDS`,
 the table the Python rules (NM701-NM709) and the launch-line rule (NM817) use, so a field
 leaves a `TrainingArguments(...)` call, a `--flag` and a recipe key together.
+
+Anchors and merge keys: the rules see a mapping's keys with those it merges (`<<: *defaults`)
+folded in, and values with anchors (`&dt`) like any other, so nothing reached that way passes
+unmigrated. An edit inside a node that is shared through an anchor would change every alias of it,
+so it is made where the node is defined only when every use is the same key (`distributed_type: &dt
+MULTI_GPU`, the anchor kept); otherwise the rule leaves a TODO at the definition's line naming the
+change, and `--check` fails on it.
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ _TRIGGER = re.compile(
     + "|".join(DRIFT).encode()
 )
 _BOOL = "tag:yaml.org,2002:bool"
+_MERGE = "tag:yaml.org,2002:merge"
 _TRUE = frozenset({"true", "yes", "on"})
 
 
@@ -116,41 +124,149 @@ def _rules(changes: Changes) -> None:
         if type(doc) is not MappingNode:
             continue
         keys = _scalars(doc)
-        if k8s_rules.is_manifest(keys):
+        first = len(changes.edits)
+        if k8s_rules.is_manifest(keys):  # its own anchors: a renamed resource is right in every alias
             k8s_rules.manifest(changes, doc)
-        elif "distributed_type" in keys and len(keys.keys() & ACCELERATE_KEYS) >= 1:
+            continue
+        if "distributed_type" in keys and len(keys.keys() & ACCELERATE_KEYS) >= 1:
             _accelerate(changes, keys)
         elif keys.keys() & RECIPE_KEYS:
             _recipe(changes, doc, keys)
+        _shared_edits_to_todos(changes, first, doc)
 
 
 def _scalars(mapping: MappingNode) -> dict[str, tuple[ScalarNode, Node]]:
-    """Top-level `key -> (key node, value node)` for plain scalar keys."""
-    return {k.value: (k, v) for k, v in mapping.value if type(k) is ScalarNode}
+    """Top-level `key -> (key node, value node)` for plain scalar keys, with the entries merge keys bring.
+
+    As YAML merges them: a key written in the mapping wins over a merged one, and of several
+    merged mappings (`<<: [*a, *b]`) the earlier wins. A merged entry's nodes are the ones where
+    the merged mapping is defined.
+    """
+    own: dict[str, tuple[ScalarNode, Node]] = {}
+    merged: dict[str, tuple[ScalarNode, Node]] = {}
+    for key, value in mapping.value:
+        if type(key) is not ScalarNode:
+            continue
+        if key.tag != _MERGE:
+            own[key.value] = (key, value)
+            continue
+        for source in value.value if type(value) is SequenceNode else [value]:
+            if type(source) is MappingNode:
+                for name, entry in _scalars(source).items():
+                    merged.setdefault(name, entry)
+    return {**merged, **own}
+
+
+def _shared_edits_to_todos(changes: Changes, first: int, doc: Node) -> None:
+    """Turn the edits made since `changes.edits[first]` that fall inside a node shared through an
+    anchor into TODOs at that line, unless the node is a scalar every use of which is the same key.
+
+    An edit goes with the others of its rule and site (`fp16` to `false` and `bf16` to `true`), so
+    a rewrite is never half made.
+    """
+    shared, uniform = _anchored_spans(doc, changes.text)
+    if not shared:
+        return
+    made = changes.edits[first:]
+    blocked = {
+        (edit.rule, edit.anchor)
+        for edit in made
+        if any(_inside(edit.start, edit.end, span) for span in shared)
+        and not any(span[0] <= edit.start and edit.end <= span[1] for span in uniform)
+    }
+    if not blocked:
+        return
+    del changes.edits[first:]
+    for edit in made:
+        if (edit.rule, edit.anchor) not in blocked:
+            changes.edits.append(edit)
+    for rule, site in sorted(blocked, key=lambda b: b[1]):
+        group = [e for e in made if (e.rule, e.anchor) == (rule, site)]
+        at = min(e.start for e in group)
+        what = "; ".join(_described(changes, e.start, e.end, e.text, at) for e in group)
+        changes.todo(
+            rule,
+            at,
+            f"shared through a YAML anchor or merge key, so not rewritten: {what}; "
+            "make the change here if it is right for every use",
+        )
+
+
+def _described(changes: Changes, start: int, end: int, new: str, at: int) -> str:
+    """`'fp16' -> 'bf16'`, `add '...'`, `remove '...'`; with `at line N` when not on the TODO's line."""
+    old = changes.text[start:end].strip()
+    what = f"add {new.strip()!r}" if not old else f"{old!r} -> {new.strip()!r}" if new.strip() else f"remove {old!r}"
+    line = changes.line_of(start)
+    return what if line == changes.line_of(at) else f"{what} at line {line}"
+
+
+def _inside(start: int, end: int, span: tuple[int, int]) -> bool:
+    """Whether the edit of `[start, end)` (an insertion when equal) changes text inside `span`."""
+    if start == end:
+        return span[0] < start < span[1]
+    return start < span[1] and end > span[0]
+
+
+def _anchored_spans(doc: Node, text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The text spans of every anchored node (key or value) in `doc`, and of those the anchored
+    scalars whose every use is the value of one same key name (the span without the `&name`)."""
+    shared: dict[int, tuple[int, int]] = {}
+    uses: dict[int, set[str | None]] = {}
+    values: dict[int, ScalarNode] = {}
+    seen: set[int] = set()
+
+    def visit(node: Node, key: str | None) -> None:
+        if node.anchor is not None:
+            shared[id(node)] = (node.start_mark.index, node.end_mark.index)
+            if type(node) is ScalarNode:
+                uses.setdefault(id(node), set()).add(key)
+                values[id(node)] = node
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if type(node) is MappingNode:
+            for k, v in node.value:
+                visit(k, None)
+                visit(v, k.value if type(k) is ScalarNode and k.tag != _MERGE else None)
+        elif type(node) is SequenceNode:
+            for item in node.value:
+                visit(item, None)
+
+    visit(doc, None)
+    uniform = [_value_span(values[i], text) for i, names in uses.items() if len(names) == 1 and None not in names]
+    return list(shared.values()), uniform
+
+
+def _value_span(node: ScalarNode, text: str) -> tuple[int, int]:
+    """A scalar's value in `text`: after its `&name` (kept), inside its quotes when it is quoted."""
+    start, end = node.start_mark.index, node.end_mark.index
+    if node.anchor is not None and text.startswith(f"&{node.anchor}", start):
+        start += len(node.anchor) + 1
+        while start < end and text[start] in " \t":
+            start += 1
+    if node.style in ("'", '"'):
+        start, end = start + 1, end - 1
+    return start, end
 
 
 def _set(changes: Changes, rule: str, node: ScalarNode, value: str, anchor: int | None = None) -> None:
-    """Replace a scalar's value, inside its quotes when it is quoted.
+    """Replace a scalar's value, keeping its anchor and quotes.
 
-    An anchored value (`&name`) is left alone: its span is the anchor's definition, shared by
-    every `*name` alias, so an edit there would change other keys too.
+    An anchored value's span is its definition, which every `*name` alias shares: whether the edit
+    stands or becomes a TODO is `_shared_edits_to_todos`'s decision.
     """
-    if node.anchor is not None:
-        return
-    start, end = node.start_mark.index, node.end_mark.index
-    if node.style in ("'", '"'):
-        start, end = start + 1, end - 1
-    changes.replace(rule, start, end, value, anchor)
+    start, end = _value_span(node, changes.text)
+    changes.replace(rule, start, end, value, node.start_mark.index if anchor is None else anchor)
 
 
 def _true(node: Node) -> TypeGuard[ScalarNode]:
-    """A plain `true`/`yes`/`on` written at this key (not an anchor shared with other keys)."""
-    return type(node) is ScalarNode and node.anchor is None and node.tag == _BOOL and node.value.lower() in _TRUE
+    """A plain `true`/`yes`/`on` (anchored or not)."""
+    return type(node) is ScalarNode and node.tag == _BOOL and node.value.lower() in _TRUE
 
 
 def _false(node: Node) -> bool:
-    """A plain `false`/`no`/`off` written at this key."""
-    return type(node) is ScalarNode and node.anchor is None and node.tag == _BOOL and node.value.lower() not in _TRUE
+    """A plain `false`/`no`/`off` (anchored or not)."""
+    return type(node) is ScalarNode and node.tag == _BOOL and node.value.lower() not in _TRUE
 
 
 def _empty(node: Node) -> bool:
@@ -181,7 +297,7 @@ def _recipe(changes: Changes, doc: MappingNode, keys: dict[str, tuple[ScalarNode
     if "fp16" in keys and _true(keys["fp16"][1]) and changes.enabled("NM802"):
         key, _ = keys["fp16"]
         if "bf16" in keys:
-            _set(changes, "NM802", keys["fp16"][1], "false")
+            _set(changes, "NM802", keys["fp16"][1], "false", anchor=key.start_mark.index)
             if type(keys["bf16"][1]) is ScalarNode:
                 _set(changes, "NM802", keys["bf16"][1], "true", anchor=key.start_mark.index)
         else:

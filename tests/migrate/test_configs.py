@@ -209,10 +209,55 @@ def test_todo_for_a_command_continuing_a_line_goes_above_the_whole_line():
     assert new.startswith("# TODO(neuron-migrate NM811): ") and new.endswith(source)
 
 
-def test_anchored_values_shared_by_aliases_are_not_edited():
+def test_a_value_shared_with_other_keys_through_an_anchor_gets_a_todo_at_its_definition():
+    """Rewriting `&p fp16` would change `precision` too: a TODO at the anchor's line, never a silent pass."""
     source = "distributed_type: MULTI_GPU\nnum_processes: 2\nprecision: &p fp16\nmixed_precision: *p\n"
     result = migrate_file(source.encode(), "accelerate.yaml")
-    assert result.new.decode() == source.replace("MULTI_GPU", "MULTI_NEURON")
+    new = result.new.decode()
+    assert [line for line in new.splitlines() if not line.startswith("#")] == source.replace(
+        "MULTI_GPU", "MULTI_NEURON"
+    ).splitlines()
+    assert [(t.rule, t.line) for t in result.todos] == [("NM802", 3)]
+    assert new.splitlines()[3] == "precision: &p fp16" and "'fp16' -> 'bf16'" in result.todos[0].message
+
+
+def test_an_anchored_value_used_only_at_its_key_is_migrated_where_it_is_defined_keeping_the_anchor():
+    source = (
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: &dt MULTI_GPU\nnum_processes: 2\n"
+        "mixed_precision: &mp 'fp16'\n"
+    )
+    result = migrate_file(source.encode(), "accelerate.yaml")
+    new = result.new.decode()
+    assert "distributed_type: &dt MULTI_NEURON\n" in new and "mixed_precision: &mp 'bf16'\n" in new
+    assert YAML(typ="safe").load(new)["distributed_type"] == "MULTI_NEURON" and result.todos == []
+
+
+def test_a_value_arriving_through_a_merge_key_gets_a_todo_where_it_is_defined(tmp_path: Path):
+    """`fp16: true` merged from `*defaults`: the recipe trains in fp16, so `--check` must fail on it."""
+    source = (
+        "_defaults: &defaults\n  fp16: true\n  learning_rate: 1.0e-5\n"
+        "<<: *defaults\noutput_dir: out\nmodel_name_or_path: org/model\n"
+    )
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(source)
+    checked = CliRunner().invoke(main, ["--check", str(recipe)])
+    assert checked.exit_code == 1, checked.output
+    result = migrate_file(source.encode(), "recipe.yaml")
+    assert [(t.rule, t.line) for t in result.todos] == [("NM802", 2)]  # the fp16 line under _defaults
+    new = result.new.decode()
+    assert new.splitlines()[2] == "  fp16: true" and new.splitlines()[1].startswith("  # TODO(neuron-migrate NM802)")
+    assert YAML(typ="safe").load(new)["fp16"] is True  # nothing half-rewritten: the merge still works
+    assert migrate_file(result.new, "recipe.yaml").status == "unchanged"
+
+
+def test_a_rewrite_of_two_keys_is_never_half_made_through_a_merge_key():
+    """fp16 (merged) -> false and bf16 (written) -> true go together: both TODO, bf16 stays false."""
+    source = "base: &base\n  fp16: true\noutput_dir: out\nbf16: false\n<<: *base\n"
+    result = migrate_file(source.encode(), "recipe.yaml")
+    new = result.new.decode()
+    assert "bf16: false\n" in new and "fp16: true\n" in new
+    assert [(t.rule, t.line) for t in result.todos] == [("NM802", 2)]
+    assert "'false' -> 'true' at line 4" in result.todos[0].message
 
 
 def test_recipe_parse_yaml_file_rejects_the_old_keys_and_takes_the_migrated_ones():
