@@ -40,6 +40,9 @@ class Options:
     shim: bool = True
     # (layer name, Neuron kernel repo "org/repo:Layer") pairs NM212 adds to `KernelConfig` mappings
     neuron_kernels: tuple[tuple[str, str], ...] = ()
+    # False parses every file, as if the byte-level prefilter let all through: the output must be the same
+    # (it only skips files no rule would change), which tests/migrate/test_prefilter.py checks this way
+    prefilter: bool = True
 
 
 class Finding(NamedTuple):
@@ -156,7 +159,7 @@ def _migrate_once(data: bytes, path: str, options: Options) -> FileResult:
     """One pass: parse, traverse with every rule, add imports, verify the output parses."""
     if SKIP_FILE.search(data):
         return FileResult(path, "skipped")
-    rules_may_apply = may_need_migration(data)
+    rules_may_apply = not options.prefilter or may_need_migration(data)
     if not rules_may_apply and not (options.shim and _may_want_shim(data)):
         return FileResult(path, "unchanged")
     try:
