@@ -190,6 +190,8 @@ def _migrate_once(data: bytes, path: str, options: Options) -> FileResult:
     shim = options.shim and (facts.shim_wanted or (facts.entry_script and (root.hits or transformer.todos_added)))
     if root.hits or transformer.todos_added or shim:
         new_module = add_imports(new_module, ([SHIM] if shim else []) + sorted(ctx.needed_imports))
+    elif not transformer.rewrote:  # no node replaced: the tree is the parsed one, and libcst renders it as parsed
+        return FileResult(path, "unchanged", todos=find_todos(text))
     new_bytes = new_module.bytes
     if new_bytes == data:
         return FileResult(path, "unchanged", todos=find_todos(text))

@@ -42,6 +42,9 @@ class MigrationTransformer(cst.CSTTransformer):
         self.track_generate = track_generate
         self.elifs: set[int] = set()
         self.todos_added = 0
+        # Whether any hook returned another node than it was given (or a scope's fix applied): while False, the
+        # visited module renders to exactly the parsed bytes (libcst round-trips), so the engine need not render it.
+        self.rewrote = False
         self.not_variables: set[int] = set()  # ids of Name nodes that are attributes/keywords
         # A comment above the first statement parses as part of the module header, so a
         # TODO put there by an earlier run is found in the header on the next run.
@@ -148,9 +151,11 @@ class MigrationTransformer(cst.CSTTransformer):
             node: cst.CSTNode = updated_node
             for hook in hooks:
                 result = hook(node, ctx)
-                if not isinstance(result, cst.CSTNode) or type(result) is not node_type:
-                    break
-                node = result
+                if result is not node:
+                    self.rewrote = True
+                    if not isinstance(result, cst.CSTNode) or type(result) is not node_type:
+                        break
+                    node = result
             if ctx.pending:
                 # Candidates come from `Assign` hooks, which return an `Assign`: never a sentinel.
                 assert isinstance(result, cst.CSTNode)
@@ -166,12 +171,13 @@ class MigrationTransformer(cst.CSTTransformer):
 
     def _close_scope(self, node: cst.CSTNode) -> cst.CSTNode:
         frame = self.ctx.frames[-1]
-        node, applied = self.ctx.flow.pop_scope(node, frame.candidates)
+        new, applied = self.ctx.flow.pop_scope(node, frame.candidates)
+        self.rewrote |= new is not node
         for candidate in applied:
             for rule_id in candidate.rule_ids:
                 frame.hits[rule_id] += 1
         frame.candidates = []
-        return node
+        return new
 
     def close_module(self, module: cst.Module) -> cst.Module:
         """Resolve the module scope's generate-only candidates (the root frame's)."""
@@ -179,6 +185,7 @@ class MigrationTransformer(cst.CSTTransformer):
             return module
         frame = self.ctx.frames[0]
         node, applied = self.ctx.flow.pop_scope(module, frame.candidates)
+        self.rewrote |= node is not module
         for candidate in applied:
             for rule_id in candidate.rule_ids:
                 frame.hits[rule_id] += 1
@@ -201,6 +208,7 @@ class MigrationTransformer(cst.CSTTransformer):
                 present = self.header_tags if id(original) == self.first_statement else set()
                 updated, added = _attach_todos(updated, frame.todos, present)
                 self.todos_added += added
+                self.rewrote |= added > 0
         parent.merge(frame)
         return updated
 
