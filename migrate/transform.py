@@ -1,9 +1,9 @@
-"""The one traversal: a libcst transformer that runs every enabled rule hook on every node.
+"""The one traversal: a libcst transformer that runs, on each node it leaves, the rule hooks for that node's type.
 
-Besides dispatching to the rule hooks (`migrate.rule_families.HOOKS`, in family order) it owns the cross-cutting
-mechanics: import tracking for name resolution, statement frames (so `# neuron-migrate: skip`
-can discard a statement's rewrites, `skip[NMxxx]` can switch rules off inside it, and TODO
-comments can be attached above it), and the use counting behind the generate-only data flow.
+Besides dispatching to the rule hooks (`migrate.rule_families.HOOKS`, in family order, looked up once per
+node by its class) it owns the cross-cutting mechanics: import tracking for name resolution, statement frames
+(so `# neuron-migrate: skip` can discard a statement's rewrites, `skip[NMxxx]` can switch rules off inside it,
+and TODO comments can be attached above it), and the use counting behind the generate-only data flow.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import libcst as cst
 from migrate.context import FileContext, Frame
 from migrate.markers import RULE_SKIP_MARKER, TODO_PREFIX, find_skip
 from migrate.rule_families import HOOKS
-from migrate.rules.base import HookResult, method_of
+from migrate.rules.base import Hook, HookResult, method_of
 
 # Exact-type sets: libcst node classes are ABCs, and `isinstance` against ABCs dominated the
 # profile of the traversal; concrete libcst node types are never subclassed.
@@ -31,6 +31,23 @@ _STATEMENTS = frozenset(
         cst.Match,
     }
 )
+
+
+def _dispatch_table() -> dict[type[cst.CSTNode], tuple[Hook, ...]]:
+    """libcst node class -> the hooks for leaving such nodes, in family order: one lookup per node left.
+
+    A hook for a name libcst has no node class for would never run: that is a typo in `@on(...)`.
+    """
+    table: dict[type[cst.CSTNode], tuple[Hook, ...]] = {}
+    for name, hooks in HOOKS.items():
+        node_class = getattr(cst, name, None)
+        if not (isinstance(node_class, type) and issubclass(node_class, cst.CSTNode)):
+            raise ValueError(f"@on({name!r}): libcst has no node class {name}")
+        table[node_class] = hooks
+    return table
+
+
+_DISPATCH = _dispatch_table()
 
 
 class MigrationTransformer(cst.CSTTransformer):
@@ -138,16 +155,20 @@ class MigrationTransformer(cst.CSTTransformer):
     # ---- leaving -----------------------------------------------------------------------
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
-        ctx = self.ctx
         kind = type(original_node)
-        if self.track_generate and kind not in _STATEMENTS:
-            self._leave_flow(original_node)
+        hooks = _DISPATCH.get(kind)
+        statement = kind in _STATEMENTS
+        if not statement:
+            if self.track_generate:
+                self._leave_flow(original_node)
+            if hooks is None:  # most nodes (whitespace, names, operators): nothing to run
+                return updated_node
+        ctx = self.ctx
         result: HookResult = updated_node
-        hooks = HOOKS.get(type(updated_node).__name__)
         if hooks:
             if kind is cst.If:  # an `elif` clause must stay an `If`: hooks that replace an `if` ask
                 ctx.elif_clause = id(original_node) in self.elifs
-            node_type = type(updated_node)
+            node_type = kind  # `updated_node` is `original_node` with its children visited: the same class
             node: cst.CSTNode = updated_node
             for hook in hooks:
                 result = hook(node, ctx)
@@ -163,7 +184,7 @@ class MigrationTransformer(cst.CSTTransformer):
                     candidate.node = result
                 ctx.frames[-1].candidates.extend(ctx.pending)
                 ctx.pending.clear()
-        if kind in _STATEMENTS:
+        if statement:
             if kind is cst.FunctionDef and self.track_generate and isinstance(result, cst.CSTNode):
                 result = self._close_scope(result)
             return self._close_frame(original_node, result)
