@@ -29,14 +29,20 @@ _TOKENS = (
     rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE|"
     rb"\b(?:tp_plan|tp_size|device_mesh|distributed_config)\s*=|NEURON_(?:CC_FLAGS|COMPILE_CACHE_URL|PARALLEL_COMPILE)|"
     rb"CUSTOM_CACHE_REPO|init_device_mesh\(|setup_chat_format|\b(?:ORPO|CPO|GKD|OnlineDPO)(?:Config|Trainer)\b|"
-    rb"MergeModelCallback|DataCollatorForChatML|trl\.commands|\.trust_remote_code\b|\bget_kernel\(|use_kernels|KernelConfig\(|"
-    # diffusers: generators, attention backends, regional compile, offloading, tuning flags, quantizers, call shapes
+    rb"MergeModelCallback|DataCollatorForChatML|trl\.commands|\.trust_remote_code\b|\bget_kernel\(|use_kernels|KernelConfig\("
+)
+# Tokens only the diffusers rules act on, and they act only in files that import diffusers
+# (`migrate.rules.diffusers_common.is_diffusers_file`): generators given a device variable, attention
+# backends, regional compile, offloading, tuning flags, quantizers, and the pipeline call arguments a
+# loop may vary. A `width = image.shape[-1]` in library code is no pipeline call.
+_DIFFUSERS_TOKENS = (
     rb"torch\.Generator\(|attention_backend\(|DIFFUSERS_ATTN_BACKEND|compile_repeated_blocks\(|group_offload|"
     rb"sequential_cpu_offload|channels_last|_inductor|cudnn|QuantizationConfig\(|QuantoConfig\(|"
-    rb"\b(?:num_images_per_prompt|guidance_scale)\s*=|\b(?:height|width)\s*=\s*[A-Za-z_]"
+    rb"\b(?:num_images_per_prompt|guidance_scale|height|width|true_cfg_scale|max_sequence_length)\s*="
 )
 _TRIGGERS = re.compile(_TOKENS)
-_DOCTEST = re.compile(rb"[ \t]*(?:>>>|\.\.\.)")
+_DIFFUSERS_TRIGGERS = re.compile(_DIFFUSERS_TOKENS)
+_PROSE = re.compile(rb"[ \t]*(?:>>>|\.\.\.|#)")  # doctest and comment lines
 
 
 # Stage one: plain substrings (a C-speed scan); every token above contains one of them.
@@ -104,6 +110,8 @@ _LITERALS = (
     b"get_kernel(",
     b"use_kernels",
     b"KernelConfig(",
+)
+_DIFFUSERS_LITERALS = (
     b"Generator(",
     b"attention_backend(",
     b"DIFFUSERS_ATTN_BACKEND",
@@ -119,6 +127,8 @@ _LITERALS = (
     b"guidance_scale",
     b"height",
     b"width",
+    b"true_cfg_scale",
+    b"max_sequence_length",
 )
 
 
@@ -126,17 +136,24 @@ def may_need_migration(data: bytes) -> bool:
     """True when the raw file bytes contain a token a rule could act on, outside doctests.
 
     Stage one finds candidate lines by plain substring search; stage two runs the token regex
-    on those lines only. Doctest lines (`>>> model.generate(...)` in docstrings) are prose and
-    library code is full of them, so a hit on a line starting with `>>>` or `...` does not
-    count.
+    on those lines only. Doctest lines (`>>> model.generate(...)` in docstrings) and comment
+    lines (`# flash_attn<2.1 generates ...`) are prose, library code is full of them, and no rule
+    rewrites them, so a hit on a line starting with `>>>`, `...` or `#` does not count.
     """
-    for literal in _LITERALS:
+    if _found(data, _LITERALS, _TRIGGERS):
+        return True
+    return b"diffusers" in data and _found(data, _DIFFUSERS_LITERALS, _DIFFUSERS_TRIGGERS)
+
+
+def _found(data: bytes, literals: tuple[bytes, ...], triggers: re.Pattern[bytes]) -> bool:
+    """Whether a line holding one of `literals` matches `triggers`, doctest lines aside."""
+    for literal in literals:
         index = data.find(literal)
         while index != -1:
             start = data.rfind(b"\n", 0, index) + 1
             end = data.find(b"\n", index)
             end = len(data) if end == -1 else end
-            if not _DOCTEST.match(data, start) and _TRIGGERS.search(data, start, end):
+            if not _PROSE.match(data, start) and triggers.search(data, start, end):
                 return True
             index = data.find(literal, end)
     return False

@@ -1,9 +1,9 @@
-"""The one traversal: a libcst transformer that runs every enabled rule hook on every node.
+"""The one traversal: a libcst transformer that runs, on each node it leaves, the rule hooks for that node's type.
 
-Besides dispatching to the rule hooks (`migrate.rule_families.HOOKS`, in family order) it owns the cross-cutting
-mechanics: import tracking for name resolution, statement frames (so `# neuron-migrate: skip`
-can discard a statement's rewrites, `skip[NMxxx]` can switch rules off inside it, and TODO
-comments can be attached above it), and the use counting behind the generate-only data flow.
+Besides dispatching to the rule hooks (`migrate.rule_families.HOOKS`, in family order, looked up once per
+node by its class) it owns the cross-cutting mechanics: import tracking for name resolution, statement frames
+(so `# neuron-migrate: skip` can discard a statement's rewrites, `skip[NMxxx]` can switch rules off inside it,
+and TODO comments can be attached above it), and the use counting behind the generate-only data flow.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import libcst as cst
 from migrate.context import FileContext, Frame
 from migrate.markers import RULE_SKIP_MARKER, TODO_PREFIX, find_skip
 from migrate.rule_families import HOOKS
-from migrate.rules.base import HookResult, method_of
+from migrate.rules.base import Hook, HookResult, method_of
 
 # Exact-type sets: libcst node classes are ABCs, and `isinstance` against ABCs dominated the
 # profile of the traversal; concrete libcst node types are never subclassed.
@@ -33,6 +33,23 @@ _STATEMENTS = frozenset(
 )
 
 
+def _dispatch_table() -> dict[type[cst.CSTNode], tuple[Hook, ...]]:
+    """libcst node class -> the hooks for leaving such nodes, in family order: one lookup per node left.
+
+    A hook for a name libcst has no node class for would never run: that is a typo in `@on(...)`.
+    """
+    table: dict[type[cst.CSTNode], tuple[Hook, ...]] = {}
+    for name, hooks in HOOKS.items():
+        node_class = getattr(cst, name, None)
+        if not (isinstance(node_class, type) and issubclass(node_class, cst.CSTNode)):
+            raise ValueError(f"@on({name!r}): libcst has no node class {name}")
+        table[node_class] = hooks
+    return table
+
+
+_DISPATCH = _dispatch_table()
+
+
 class MigrationTransformer(cst.CSTTransformer):
     """Applies all rule hooks in a single pass over one module."""
 
@@ -42,6 +59,9 @@ class MigrationTransformer(cst.CSTTransformer):
         self.track_generate = track_generate
         self.elifs: set[int] = set()
         self.todos_added = 0
+        # Whether any hook returned another node than it was given (or a scope's fix applied): while False, the
+        # visited module renders to exactly the parsed bytes (libcst round-trips), so the engine need not render it.
+        self.rewrote = False
         self.not_variables: set[int] = set()  # ids of Name nodes that are attributes/keywords
         # A comment above the first statement parses as part of the module header, so a
         # TODO put there by an earlier run is found in the header on the next run.
@@ -135,22 +155,28 @@ class MigrationTransformer(cst.CSTTransformer):
     # ---- leaving -----------------------------------------------------------------------
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
-        ctx = self.ctx
         kind = type(original_node)
-        if self.track_generate and kind not in _STATEMENTS:
-            self._leave_flow(original_node)
+        hooks = _DISPATCH.get(kind)
+        statement = kind in _STATEMENTS
+        if not statement:
+            if self.track_generate:
+                self._leave_flow(original_node)
+            if hooks is None:  # most nodes (whitespace, names, operators): nothing to run
+                return updated_node
+        ctx = self.ctx
         result: HookResult = updated_node
-        hooks = HOOKS.get(type(updated_node).__name__)
         if hooks:
             if kind is cst.If:  # an `elif` clause must stay an `If`: hooks that replace an `if` ask
                 ctx.elif_clause = id(original_node) in self.elifs
-            node_type = type(updated_node)
+            node_type = kind  # `updated_node` is `original_node` with its children visited: the same class
             node: cst.CSTNode = updated_node
             for hook in hooks:
                 result = hook(node, ctx)
-                if not isinstance(result, cst.CSTNode) or type(result) is not node_type:
-                    break
-                node = result
+                if result is not node:
+                    self.rewrote = True
+                    if not isinstance(result, cst.CSTNode) or type(result) is not node_type:
+                        break
+                    node = result
             if ctx.pending:
                 # Candidates come from `Assign` hooks, which return an `Assign`: never a sentinel.
                 assert isinstance(result, cst.CSTNode)
@@ -158,7 +184,7 @@ class MigrationTransformer(cst.CSTTransformer):
                     candidate.node = result
                 ctx.frames[-1].candidates.extend(ctx.pending)
                 ctx.pending.clear()
-        if kind in _STATEMENTS:
+        if statement:
             if kind is cst.FunctionDef and self.track_generate and isinstance(result, cst.CSTNode):
                 result = self._close_scope(result)
             return self._close_frame(original_node, result)
@@ -166,12 +192,13 @@ class MigrationTransformer(cst.CSTTransformer):
 
     def _close_scope(self, node: cst.CSTNode) -> cst.CSTNode:
         frame = self.ctx.frames[-1]
-        node, applied = self.ctx.flow.pop_scope(node, frame.candidates)
+        new, applied = self.ctx.flow.pop_scope(node, frame.candidates)
+        self.rewrote |= new is not node
         for candidate in applied:
             for rule_id in candidate.rule_ids:
                 frame.hits[rule_id] += 1
         frame.candidates = []
-        return node
+        return new
 
     def close_module(self, module: cst.Module) -> cst.Module:
         """Resolve the module scope's generate-only candidates (the root frame's)."""
@@ -179,6 +206,7 @@ class MigrationTransformer(cst.CSTTransformer):
             return module
         frame = self.ctx.frames[0]
         node, applied = self.ctx.flow.pop_scope(module, frame.candidates)
+        self.rewrote |= node is not module
         for candidate in applied:
             for rule_id in candidate.rule_ids:
                 frame.hits[rule_id] += 1
@@ -201,6 +229,7 @@ class MigrationTransformer(cst.CSTTransformer):
                 present = self.header_tags if id(original) == self.first_statement else set()
                 updated, added = _attach_todos(updated, frame.todos, present)
                 self.todos_added += added
+                self.rewrote |= added > 0
         parent.merge(frame)
         return updated
 

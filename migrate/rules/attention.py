@@ -125,8 +125,12 @@ def drop_xformers(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult
 _XFORMERS = re.compile(r"xformers", re.IGNORECASE)
 
 
-def _about_xformers(test: cst.BaseExpression) -> bool:
-    return _XFORMERS.search(code(test)) is not None
+def _about_xformers(test: cst.BaseExpression, ctx: FileContext) -> bool:
+    """The test names xformers. Rendered only in a file that mentions xformers at all: this runs on every `if`."""
+    mentions = ctx.family_state.get("mentions-xformers")
+    if mentions is None:
+        mentions = ctx.family_state["mentions-xformers"] = _XFORMERS.search(ctx.text) is not None
+    return mentions and _XFORMERS.search(code(test)) is not None
 
 
 class _XformersNames(cst.CSTVisitor):
@@ -156,11 +160,11 @@ def xformers_branch(node: cst.If, ctx: FileContext) -> HookResult:
     """
     if not ctx.enabled("NM208"):
         return node
-    while type(node.orelse) is cst.If and _about_xformers(node.orelse.test):
+    while type(node.orelse) is cst.If and _about_xformers(node.orelse.test, ctx):
         _retire_xformers(node.orelse, ctx)
         ctx.hit("NM208")
         node = node.with_changes(orelse=node.orelse.orelse)
-    if not _about_xformers(node.test) or ctx.elif_clause or node.orelse is None:
+    if not _about_xformers(node.test, ctx) or ctx.elif_clause or node.orelse is None:
         return node
     if type(node.orelse) is cst.Else and _ends_in_raise(node.orelse):
         # `else: raise ValueError("xformers is not available")` is the error for a missing xformers, not a
@@ -185,7 +189,7 @@ def _ends_in_raise(clause: cst.Else) -> bool:
 @removable
 def _xformers_block(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
     """An `if` that tests for xformers and has no `else` runs only xformers code: it goes as a whole."""
-    if type(stmt) is cst.If and stmt.orelse is None and _about_xformers(stmt.test):
+    if type(stmt) is cst.If and stmt.orelse is None and _about_xformers(stmt.test, ctx):
         _retire_xformers(stmt, ctx)
         return Removal("NM208")
     return None

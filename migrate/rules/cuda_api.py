@@ -286,16 +286,18 @@ def cuda_only_block(node: cst.If, ctx: FileContext) -> cst.If:
     """
     if not ctx.enabled("NM104"):
         return node
+    # The test first: it is small, and only a test NM104/NM103 renamed makes the body worth reading. Reading
+    # the body of every `if` re-walked each nested block once per enclosing `if`.
+    unguard = _Unguard(ctx)
+    test = node.test.visit(unguard)
+    if not unguard.reverted:
+        return node
     calls = _CudaCalls(ctx)
     node.body.visit(calls)
     kept = family_state(ctx, "cuda-only-names", _CudaOnlyNames)
     own = bindings(node.body)
     needs = sorted((references([node.body]) - own) & kept.names)
     if not calls.found and not needs:
-        return node
-    unguard = _Unguard(ctx)
-    test = node.test.visit(unguard)
-    if not unguard.reverted:
         return node
     kept.names |= own
     frame = ctx.frames[-1]

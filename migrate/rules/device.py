@@ -241,6 +241,19 @@ def _device_variables(ctx: FileContext) -> _DeviceVariables:
     return found
 
 
+def _plain_name(node: cst.BaseExpression) -> str | None:
+    """`x` or `x.y` exactly as written (no parentheses or spaces), else None: the only shapes `_DEVICE_USE` and
+    `_MAP_LOCATION_USE` capture, read off the node instead of rendering it (this runs on every assignment)."""
+    if type(node) is cst.Name:
+        return None if node.lpar else node.value
+    if type(node) is cst.Attribute and type(node.value) is cst.Name and not node.lpar and not node.value.lpar:
+        dot = node.dot
+        if type(dot.whitespace_before) is cst.SimpleWhitespace and type(dot.whitespace_after) is cst.SimpleWhitespace:
+            if not dot.whitespace_before.value and not dot.whitespace_after.value:
+                return f"{node.value.value}.{node.attr.value}"
+    return None
+
+
 @on("Assign")
 def device_variable(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """NM102 through a variable: `loc = f"cuda:{self.gpu_id}"` later passed as `map_location=loc`.
@@ -254,7 +267,7 @@ def device_variable(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     if not isinstance(node.value, (cst.SimpleString, cst.FormattedString, cst.Call, cst.IfExp)):
         return node
     target = node.targets[0].target
-    name = cst.Module([]).code_for_node(target) if type(target) in (cst.Name, cst.Attribute) else None
+    name = _plain_name(target)
     if name is None or re.fullmatch(_DEVICE_NAMES, last_name(target) or ""):
         return node
     variables = _device_variables(ctx)

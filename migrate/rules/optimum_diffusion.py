@@ -583,7 +583,8 @@ def optimum_diffusion_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpressi
             if name is not None:
                 return _load(node, name, ctx)
             return node
-        export = _state(ctx).pipes.get(code(func.value))
+        pipes = _state(ctx).pipes
+        export = pipes.get(code(func.value)) if pipes else None
         if export is None:
             return node
         if func.attr.value == "save_pretrained":
@@ -596,7 +597,8 @@ def optimum_diffusion_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpressi
         elif func.attr.value == "push_to_hub" and ctx.enabled("NM531"):
             return _push_to_hub(node, ctx)
         return node
-    export = _state(ctx).pipes.get(code(func))
+    pipes = _state(ctx).pipes
+    export = pipes.get(code(func)) if pipes else None
     if export is None or (export.tp is not None and ctx.enabled("NM534")) or not ctx.enabled("NM532"):
         return node
     return _with_shapes(node, export, ctx)

@@ -1,0 +1,73 @@
+"""The byte-level prefilter never hides a change: what it skips, no rule would have touched.
+
+The prefilter (`migrate.prefilter`) decides, before parsing, that a file has nothing to migrate.
+It is only an optimisation, so a file it drops must come out of the full pipeline unchanged too.
+Each file of the project's own corpus (every Python fixture and its expected output, the notebooks,
+the examples, and every rule's documented `before` with only that rule on) is migrated twice, with
+the prefilter and without it (`Options(prefilter=False)` parses every file), and the two results
+must be the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from migrate.dispatch import migrate_file
+from migrate.engine import FileResult, Options
+from migrate.prefilter import may_need_migration
+from migrate.registry import Selection
+from migrate.rule_families import all_rules
+from migrate.rules.hub_kernels import EXAMPLE_KERNELS
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = sorted(
+    p for folder in ("fixtures", "examples") for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".ipynb")
+)
+EXAMPLES = [rule for rule in all_rules() if rule.language == "python"]
+KERNELS = tuple(EXAMPLE_KERNELS.items())
+
+
+def outcome(result: FileResult) -> tuple[object, ...]:
+    """What a user sees of a migration: status, new bytes, rewrites per rule, TODOs and notes."""
+    return result.status, result.new, dict(result.hits), result.todos, result.warnings, result.error
+
+
+def assert_same_without_prefilter(data: bytes, name: str, options: Options) -> None:
+    filtered = migrate_file(data, name, options)
+    unfiltered = migrate_file(data, name, Options(**{**vars(options), "prefilter": False}))
+    assert outcome(filtered) == outcome(unfiltered), f"{name}: the prefilter changes the migration"
+
+
+def test_the_corpus_is_the_projects_own_fixtures():
+    assert len(FILES) >= 100 and any(p.suffix == ".ipynb" for p in FILES)
+    assert len(EXAMPLES) >= 100
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(ROOT)) for p in FILES])
+def test_a_fixture_migrates_the_same_without_the_prefilter(path: Path):
+    assert_same_without_prefilter(path.read_bytes(), str(path), Options(shim=False))
+
+
+@pytest.mark.parametrize("rule", EXAMPLES, ids=[r.id for r in EXAMPLES])
+def test_a_rule_example_passes_the_prefilter_with_only_its_rule_on(rule):
+    """The smallest file each rule changes: its own token must be in the prefilter, not another rule's."""
+    options = Options(selection=Selection(select=(rule.id,)), shim=False, neuron_kernels=KERNELS)
+    assert may_need_migration(rule.before.encode()), f"{rule.id}: its example is skipped before parsing"
+    assert_same_without_prefilter(rule.before.encode(), "example.py", options)
+
+
+def test_an_image_size_in_library_code_is_not_a_pipeline_argument():
+    """`width = image.shape[-1]` is everywhere in model code; only diffusers' rules read `width=`, in diffusers files."""
+    library = (
+        b"def resize(image):\n    height, width = image.shape[-2:]\n    width = image.shape[-1]\n    return height\n"
+    )
+    assert not may_need_migration(library)
+    script = b"from diffusers import FluxPipeline\nfor size in (512, 768):\n    pipe(prompt, height=size, width=size)\n"
+    assert may_need_migration(script)
+
+
+def test_a_doctest_mentioning_cuda_is_prose():
+    assert not may_need_migration(b'def f():\n    """\n    >>> model.to("cuda")\n    """\n')
+    assert may_need_migration(b'model.to("cuda")\n')
