@@ -23,6 +23,10 @@ BASE = "stabilityai/stable-diffusion-2-1-base"
 SHAPES = {"static_batch_size": 1, "static_num_images_per_prompt": 2, "static_height": 48, "static_width": 32}
 
 
+# the tests share a module fixture that starts fresh processes: one pytest worker runs them all
+pytestmark = pytest.mark.xdist_group("neuron_artifact_export")
+
+
 @pytest.fixture(scope="module")
 def export(tiny_sd: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("sd_neuron")

@@ -59,6 +59,10 @@ def _nccl_refused(outcome: str) -> bool:
     return kind in ("RuntimeError", "ValueError") and "NCCL" in message
 
 
+# the tests share a module fixture that starts fresh processes: one pytest worker runs them all
+pytestmark = pytest.mark.xdist_group("dist_backend_outcome")
+
+
 @pytest.fixture(scope="module")
 def outcome() -> tuple[dict[str, str], str]:
     proc = run_python(_SCRIPT, timeout=120)

@@ -51,6 +51,10 @@ _CASES = {
 }
 
 
+# the tests read one set of probes (three fresh interpreters): one pytest worker runs them all
+pytestmark = pytest.mark.xdist_group("xla_coinstall_probes")
+
+
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict[str, object], str]]:
     root = tmp_path_factory.mktemp("site")

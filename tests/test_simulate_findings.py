@@ -70,6 +70,10 @@ def _simulate(*args: str, cwd: Path) -> tuple[int, str, str]:
     return result.returncode, result.stdout, result.stderr
 
 
+# the tests share a module fixture that starts fresh processes: one pytest worker runs them all
+pytestmark = pytest.mark.xdist_group("simulate_findings_strict_run")
+
+
 @pytest.fixture(scope="module")
 def strict_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """The findings script under strict settings from pyproject.toml, with the JSON report."""

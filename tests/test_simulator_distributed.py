@@ -194,6 +194,7 @@ def rank_checks(workdir: Path) -> dict[int, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("rank_checks")  # one torchrun launch read by both tests
 def test_index_less_neuron_is_the_rank_core(rank_checks: dict[int, dict]) -> None:
     assert sorted(rank_checks) == [0, 1]
     for rank, r in rank_checks.items():
@@ -213,6 +214,7 @@ def test_index_less_neuron_is_the_rank_core(rank_checks: dict[int, dict]) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("rank_checks")
 def test_gathers_of_non_flat_tensors(rank_checks: dict[int, dict]) -> None:
     """accelerate's ``gather`` of ``[2, 1]`` rewards (TRL GRPO/RLOO) and the multi-dim c10d gathers."""
     block = [[[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [[100.0, 101.0, 102.0], [103.0, 104.0, 105.0]]]

@@ -29,7 +29,8 @@ from fixture_runs import (  # noqa: E402  (imported after the torch skip)
     run_script,
 )
 
-pytestmark = pytest.mark.slow  # five migrated scripts run in fresh processes
+# five migrated scripts run in fresh processes, started together by one module fixture: one pytest worker runs them
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("optimum_runs")]
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "optimum"
 NEW_TOKENS = 8
