@@ -217,7 +217,8 @@ def test_accelerate_fp16_loop_through_neuroncompat_simulate(run_workdir: Path, t
         "--train_file",
         "train.txt",
     ]
-    result = run_ranks(command, simulated_env(), run_workdir, timeout=900)
+    # under `simulate`, which reads the launcher's output itself: not through run_ranks's per-rank log files
+    result = subprocess.run(command, env=simulated_env(), cwd=run_workdir, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     assert (
         "distributed type: DistributedType.MULTI_NEURON, device: neuron:0, mixed precision: bf16, cuda available: True"
