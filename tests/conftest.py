@@ -13,6 +13,7 @@ as the reason, instead of failing to import.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 from collections.abc import Iterator
@@ -110,14 +111,14 @@ def _reset_library_state() -> None:
     torch._dynamo.reset()
 
 
-@pytest.fixture
-def neuron() -> Iterator[object]:
-    """The simulated device with 2 cores, on for the duration of one test."""
+@contextlib.contextmanager
+def _simulated(cores: int) -> Iterator[ModuleType]:
+    """The simulated device with ``cores`` cores, on for the block, with what libraries cache about it reset."""
     _require_simulator_stack()
     from neuroncompat import simulator
 
     _reset_library_state()
-    simulator.enable(cores=2)
+    simulator.enable(cores=cores)
     simulator.reset_compiles()
     try:
         yield simulator
@@ -125,6 +126,13 @@ def neuron() -> Iterator[object]:
         simulator.disable()
         simulator.reset_compiles()
         _reset_library_state()
+
+
+@pytest.fixture
+def neuron() -> Iterator[object]:
+    """The simulated device with 2 cores, on for the duration of one test."""
+    with _simulated(2) as simulator:
+        yield simulator
 
 
 OWN_CORES = 4
@@ -136,25 +144,18 @@ def own_core() -> Iterator[int]:
     thread's current device set to the last, which no other test uses. A thread an earlier test left in this
     pytest worker (a DataLoader's, a compile worker's) allocates on its own current core, core 0 unless it chose,
     and would move core 0's counts while the test reads them (CI saw +1024 bytes once)."""
-    _require_simulator_stack()
-    import torch
+    with _simulated(OWN_CORES):
+        import torch
 
-    from neuroncompat import simulator
-
-    _reset_library_state()
-    simulator.enable(cores=OWN_CORES)
-    core = OWN_CORES - 1
-    torch.neuron.set_device(core)
-    torch.neuron.synchronize(core)
-    torch.neuron.empty_cache()
-    torch.neuron.reset_peak_memory_stats(core)
-    try:
-        yield core
-    finally:
-        torch.neuron.set_device(0)
-        simulator.disable()
-        simulator.reset_compiles()
-        _reset_library_state()
+        core = OWN_CORES - 1
+        torch.neuron.set_device(core)
+        torch.neuron.synchronize(core)
+        torch.neuron.empty_cache()
+        torch.neuron.reset_peak_memory_stats(core)
+        try:
+            yield core
+        finally:
+            torch.neuron.set_device(0)
 
 
 @pytest.fixture
