@@ -71,14 +71,14 @@ def test_trl_qlora_recipe_trains(shim: ModuleType, tiny_qwen: Path, tmp_path: Pa
 
 
 def test_a_bare_load_in_4bit_keyword_is_transformers_error_as_everywhere(shim: ModuleType, tiny_qwen: Path) -> None:
-    """Issue 27: the README claimed ``load_in_4bit``/``load_in_8bit`` keywords were stripped; only a
+    """Issue 27: the README (now docs/shim.md) claimed ``load_in_4bit``/``load_in_8bit`` keywords were stripped; only a
     ``quantization_config`` is. transformers 5 passes the bare keyword on to the model, on any machine."""
     from transformers import AutoModelForCausalLM
 
     shim.apply()
     with pytest.raises(TypeError, match="unexpected keyword argument 'load_in_4bit'"):
         AutoModelForCausalLM.from_pretrained(tiny_qwen, device_map="neuron", load_in_4bit=True)
-    readme = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    readme = (REPO / "docs" / "shim.md").read_text(encoding="utf-8").splitlines()
     fix = next(line for line in readme if line.startswith("| `quantization` |")).split(" | ")[2]
     assert "`quantization_config`" in fix and "`from_pretrained(load_in_4bit=True)` is left alone" in fix
 
