@@ -18,6 +18,7 @@ from types import ModuleType
 Callback = Callable[[ModuleType], None]
 
 _callbacks: dict[str, list[Callback]] = {}
+_kept: set[int] = set()  # ids of callbacks that cancel_all() leaves in place (the simulator's, not the shim's)
 _resolving: set[str] = set()
 _lock = threading.RLock()
 
@@ -58,6 +59,7 @@ def _fire(name: str, module: ModuleType) -> None:
     with _lock:
         callbacks = _callbacks.pop(name, [])
     for callback in callbacks:
+        _kept.discard(id(callback))
         callback(module)
     _uninstall_if_idle()
 
@@ -68,14 +70,20 @@ def _uninstall_if_idle() -> None:
             sys.meta_path.remove(_finder)
 
 
-def when_imported(name: str, callback: Callback) -> None:
-    """Call ``callback(module)`` now if ``name`` is imported, else right after it is."""
+def when_imported(name: str, callback: Callback, *, keep: bool = False) -> None:
+    """Call ``callback(module)`` now if ``name`` is imported, else right after it is.
+
+    ``keep``: :func:`cancel_all` (``neuroncompat.revert()``) leaves it pending. The simulated device's own
+    registrations use it: reverting the shim's patches must not take the ``neuron`` compile backend away.
+    """
     module = sys.modules.get(name)
     if module is not None and getattr(module, "__spec__", None) is not None and not _initializing(module):
         callback(module)
         return
     with _lock:
         _callbacks.setdefault(name, []).append(callback)
+        if keep:
+            _kept.add(id(callback))
         if _finder not in sys.meta_path:
             sys.meta_path.insert(0, _finder)
 
@@ -86,7 +94,10 @@ def _initializing(module: ModuleType) -> bool:
 
 
 def cancel_all() -> None:
-    """Forget every pending callback (used by ``neuroncompat.revert``)."""
+    """Forget every pending callback but the kept ones (used by ``neuroncompat.revert``)."""
     with _lock:
-        _callbacks.clear()
+        for name in list(_callbacks):
+            _callbacks[name] = [callback for callback in _callbacks[name] if id(callback) in _kept]
+            if not _callbacks[name]:
+                del _callbacks[name]
     _uninstall_if_idle()

@@ -36,7 +36,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from types import CodeType, FrameType
+from types import CodeType, FrameType, ModuleType
 from typing import Any
 
 import torch
@@ -45,6 +45,7 @@ import torch
 # package is out of ``sys.modules`` (so that the script's own ``import neuroncompat`` starts the shim), and a
 # submodule imported later would run the package's ``__init__`` again and start every patch in a script that
 # never asked for them (tests/test_simulator_autoload.py).
+from neuroncompat import hooks
 from neuroncompat.simulate.locations import frames_in, is_library
 
 logger = logging.getLogger("neuroncompat.simulator")
@@ -356,6 +357,17 @@ def on_compile(listener: Callable[[CompiledGraph], None]) -> Callable[[], None]:
 
 
 def register() -> None:
+    """Register ``neuron`` with Dynamo as soon as Dynamo is imported (now, if it already is).
+
+    Importing ``torch._dynamo`` costs about 1.5 s of CPU (sympy, FX's symbolic shapes); the simulator turns on
+    as torch imports (the autoload), in every process of a run, most of which never compile. ``torch.compile``,
+    ``list_backends`` and every other way to reach a backend import Dynamo first, so a post-import hook
+    registers ``neuron`` before any lookup can miss it.
+    """
+    hooks.when_imported("torch._dynamo", _register_with_dynamo, keep=True)
+
+
+def _register_with_dynamo(_dynamo: ModuleType) -> None:
     """Register ``neuron`` with Dynamo once per process (Dynamo's registry is append-only).
 
     The simulator's own files join Dynamo's skip list, as torch's internals are: otherwise a

@@ -15,7 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# at module level: see compile_backend.py on why the simulator never imports a neuroncompat module lazily
+from neuroncompat import hooks
+
 _original: list[Any] = []
+_wanted: list[bool] = []  # install() asked and uninstall() did not take it back
 
 
 def _validate_device(query: Any, key: Any, value: Any) -> None:
@@ -25,11 +29,21 @@ def _validate_device(query: Any, key: Any, value: Any) -> None:
 
 
 def install() -> None:
-    """Wrap the device check once (idempotent); :func:`uninstall` restores it."""
-    import torch._dynamo
-    from torch.nn.attention import flex_attention
+    """Wrap the device check once flex attention is imported (now, if it is); :func:`uninstall` restores it.
 
-    if _original:
+    Not before: ``torch.nn.attention.flex_attention`` imports Dynamo (about 1.5 s of CPU) and the simulator turns
+    on in every process of a run as torch imports; a script that uses flex attention imports it first.
+    """
+    if not _wanted:
+        _wanted.append(True)
+    hooks.when_imported("torch.nn.attention.flex_attention", _wrap, keep=True)
+
+
+def _wrap(flex_attention: Any) -> None:
+    """Wrap the device check (idempotent), unless :func:`uninstall` came first."""
+    import torch._dynamo
+
+    if _original or not _wanted:
         return
     _original.append(flex_attention._validate_device)
     # This file is on Dynamo's skip list with the rest of the simulator: trace into the check, as into
@@ -38,7 +52,8 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    from torch.nn.attention import flex_attention
-
+    _wanted.clear()
     if _original:
+        from torch.nn.attention import flex_attention
+
         flex_attention._validate_device = _original.pop()

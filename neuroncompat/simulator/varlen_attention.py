@@ -16,8 +16,12 @@ published). Paged KV caches (``block_table``, ``seqused_k``) are refused: infere
 from __future__ import annotations
 
 import math
+from types import ModuleType
 
 import torch
+
+# at module level: see compile_backend.py on why the simulator never imports a neuroncompat module lazily
+from neuroncompat import hooks
 
 _registered: list[bool] = []
 
@@ -172,11 +176,18 @@ def _varlen_attn_backward(
 
 
 def register() -> None:
-    """Give PyTorch's varlen custom ops a ``neuron`` kernel, once per process (the dispatcher keeps them)."""
+    """Give PyTorch's varlen custom ops a ``neuron`` kernel once ``torch.nn.attention.varlen`` defines them.
+
+    Not before: that module imports Dynamo (about 1.5 s of CPU) in every process the simulator starts in, and
+    the ops do not exist until it is imported, so nothing can call them earlier.
+    """
+    hooks.when_imported("torch.nn.attention.varlen", _register_kernels, keep=True)
+
+
+def _register_kernels(_varlen: ModuleType) -> None:
+    """Register the kernels, once per process (the dispatcher keeps them)."""
     if _registered:
         return
-    import torch.nn.attention.varlen  # noqa: F401  (defines the torch_attn custom ops)
-
     for name, kernel in (
         ("torch_attn::_varlen_attn", _varlen_attn),
         ("torch_attn::_varlen_attn_out", _varlen_attn_out),
