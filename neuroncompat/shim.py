@@ -93,9 +93,13 @@ def _maybe_start_simulator() -> None:
 
         if not simulator.is_enabled():
             simulator.enable()
-        from neuroncompat.simulate import record
+        # The recorder imports Dynamo (about 1.5 s of CPU); only a run under `neuroncompat simulate` records.
+        from neuroncompat.simulate import RECORD_ENV
 
-        record.start_from_env()
+        if environment.path(RECORD_ENV):
+            from neuroncompat.simulate import record
+
+            record.start_from_env()
 
 
 def _check_before_device(disabled: set[str]) -> None:

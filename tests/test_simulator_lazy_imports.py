@@ -3,7 +3,8 @@
 Every process of a dry run or a test imports torch with the simulator on (``NEURONCOMPAT_SIMULATE=1``); importing
 ``torch._dynamo`` at that moment cost each one about 1.5 s of CPU (the ``neuron`` backend registration, and the
 varlen and flex attention modules, which import Dynamo themselves). Each registration now waits for the module
-it needs: ``torch.compile`` imports Dynamo before it looks a backend up, and the varlen / flex attention functions
+it needs (the shim's start loads the dry run's recorder, which imports Dynamo, only under ``neuroncompat
+simulate``): ``torch.compile`` imports Dynamo before it looks a backend up, and the varlen / flex attention functions
 live in the modules whose import fires the hook. ``neuroncompat.revert()`` must not cancel them: they belong to
 the device, not to the shim's patches.
 """
@@ -20,7 +21,8 @@ def test_the_device_starts_without_dynamo_and_compiles_after_a_revert() -> None:
         import torch
         x = torch.ones(2, device="neuron")
         print("dynamo after start:", "torch._dynamo" in sys.modules)
-        import neuroncompat
+        import neuroncompat  # the shim starts on the device: no recorder without `neuroncompat simulate`
+        print("dynamo after the shim:", "torch._dynamo" in sys.modules)
         neuroncompat.revert()  # the shim's pending hooks go; the device's stay
         from neuroncompat import simulator
         doubled = torch.compile(lambda t: t * 2, backend="neuron")(x)
@@ -34,6 +36,7 @@ def test_the_device_starts_without_dynamo_and_compiles_after_a_revert() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == [
         "dynamo after start: False",
+        "dynamo after the shim: False",
         "compiled: [2.0, 2.0] neuron:0 1",
         "flex: neuron:0",
     ], result.stdout

@@ -15,8 +15,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
+from neuroncompat import hooks
 from neuroncompat.simulate.advice import Fix
 from neuroncompat.simulate.locations import caller_in, current_caller
 
@@ -84,7 +86,30 @@ def _frames(exc: Any) -> list[tuple[str, int, str]]:
 
 
 def install(listener: Listener) -> Callable[[], None]:
-    """Call ``listener`` for each graph break Dynamo reports; returns the undo."""
+    """Call ``listener`` for each graph break Dynamo reports; returns the undo.
+
+    Dynamo is wrapped when it is imported (now, if it is): importing it costs about 1.5 s of CPU, and a run that
+    never compiles, common under ``neuroncompat simulate``, has no graph break to report.
+    """
+    undo: list[Callable[[], None]] = []
+    wanted = [True]
+
+    def wrap(_symbolic_convert: ModuleType) -> None:
+        if wanted:
+            undo.append(_wrap(listener))
+
+    hooks.when_imported("torch._dynamo.symbolic_convert", wrap, keep=True)
+
+    def remove() -> None:
+        wanted.clear()
+        while undo:
+            undo.pop()()
+
+    return remove
+
+
+def _wrap(listener: Listener) -> Callable[[], None]:
+    """Wrap Dynamo's graph-break log to call ``listener``; returns the undo."""
     try:
         from torch._dynamo.symbolic_convert import InstructionTranslatorBase
 

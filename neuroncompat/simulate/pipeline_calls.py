@@ -30,10 +30,10 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from torch._dynamo.eval_frame import OptimizedModule
 
 from neuroncompat import hooks
 from neuroncompat.simulate.locations import current_caller, shorten_location
+from neuroncompat.simulator import compile_backend
 from neuroncompat.simulator.compile_backend import CompiledGraph
 
 # Bounds: calls recorded per process, events per call (beyond them only counts grow).
@@ -428,7 +428,7 @@ def _vae_state(vae: Any, arguments: dict[str, Any], decode_ops: int | None) -> d
     return {
         "decode_ran": arguments.get("output_type") != "latent",
         "decode_compiled": _compiled(decode),
-        "module_compiled": isinstance(vae, OptimizedModule),
+        "module_compiled": compile_backend.is_compiled_module(vae),
         "decode_ops": decode_ops,
         "tiling": bool(getattr(vae, "use_tiling", False)),
         "slicing": bool(getattr(vae, "use_slicing", False)),

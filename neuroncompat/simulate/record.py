@@ -45,7 +45,6 @@ from types import FrameType
 from typing import Any
 
 import torch
-from torch._dynamo.eval_frame import OptimizedModule
 
 from neuroncompat import environment
 from neuroncompat.simulate import RECORD_ENV, graph_breaks
@@ -168,7 +167,7 @@ class Recorder:
         itself, and calls during backward (activation-checkpoint recomputation is not a forward)."""
         return (
             torch.compiler.is_compiling()
-            or isinstance(module, OptimizedModule)
+            or compile_backend.is_compiled_module(module)
             or torch._C._current_graph_task_id() != -1
         )
 
