@@ -60,7 +60,7 @@ def test_a_library_changed_in_place_is_found_damaged(tmp_path: Path) -> None:
     assert native_device.damage(library) == "its SHA-256 differs from the build's"
 
 
-@pytest.mark.slow  # compiles the C++ backend again (about 35 s of compiler time)
+@pytest.mark.slow  # compiles the C++ backend again (about 70 s of compiler CPU time)
 @pytest.mark.parametrize("size", [300_000, 0])
 def test_a_fresh_process_rebuilds_a_truncated_library_and_says_so(tmp_path: Path, size: int) -> None:
     library = _cached_copy(tmp_path)
