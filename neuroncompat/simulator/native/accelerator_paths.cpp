@@ -3,8 +3,8 @@
 // Each is answered here the CPU's way, so these models run on the device with the CPU's numbers:
 // scaled_dot_product_attention asks the backend which fused kernel to use (the CPU's choice),
 // convolutions go to the `_overrideable` pair (the CPU's whole convolution, through the
-// fallback), and LSTM/GRU take the fused-cell path (CUDA's math as ATen ops). torch_openreg
-// registers the same entry points in aten/OpenRegExtra.
+// fallback), and LSTM/GRU take the fused-cell path (CUDA's math as ATen ops). torch_openreg keeps
+// its kernels beyond the minimal set in aten/OpenRegExtra.
 
 #include "fallback.h"
 #include "host_alias.h"
