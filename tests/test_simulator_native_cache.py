@@ -1,6 +1,8 @@
-"""The cached native library is checked against the size and SHA-256 its build wrote before it is loaded.
+"""The cached native library: keyed on every file of ``native/``, and checked against the size and SHA-256 its
+build wrote before it is loaded.
 
-A truncated library used to crash every entry point with SIGBUS and no message, and was never rebuilt.
+A truncated library used to crash every entry point with SIGBUS and no message, and was never rebuilt. The C++
+is one file per capability: editing any of them (or a header they share) must rebuild, and each must ship.
 """
 
 from __future__ import annotations
@@ -9,9 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from neuroncompat.simulator import native_device
 
@@ -56,7 +60,7 @@ def test_a_library_changed_in_place_is_found_damaged(tmp_path: Path) -> None:
     assert native_device.damage(library) == "its SHA-256 differs from the build's"
 
 
-@pytest.mark.slow  # compiles the C++ backend again (about 35 s of compiler time)
+@pytest.mark.slow  # compiles the C++ backend again (about 70 s of compiler CPU time)
 @pytest.mark.parametrize("size", [300_000, 0])
 def test_a_fresh_process_rebuilds_a_truncated_library_and_says_so(tmp_path: Path, size: int) -> None:
     library = _cached_copy(tmp_path)
@@ -78,3 +82,51 @@ def test_a_fresh_process_rebuilds_a_truncated_library_and_says_so(tmp_path: Path
         f"(it is {size} bytes, the build wrote {built}); rebuilding it"
     ) in done.stderr
     assert native_device.damage(library) is None
+
+
+def _native_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of ``native/`` that the build reads instead (so a test can edit it)."""
+    native = tmp_path / "native"
+    shutil.copytree(native_device.NATIVE, native)
+    monkeypatch.setattr(native_device, "NATIVE", native)
+    return native
+
+
+def test_an_edit_to_any_source_or_header_rebuilds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    native = _native_copy(tmp_path, monkeypatch)
+    built = native_device._library_path()
+    files = sorted(native.iterdir())
+    assert {".cpp", ".h"} <= {path.suffix for path in files}
+    for path in files:
+        text = path.read_bytes()
+        path.write_bytes(text + b"\n// edited\n")
+        assert native_device._library_path() != built, f"editing {path.name} would load the stale library"
+        path.write_bytes(text)
+    assert native_device._library_path() == built
+    (native / "new_capability.cpp").write_text("// a file added by a split\n")
+    assert native_device._library_path() != built
+    assert native / "new_capability.cpp" in native_device._units()
+
+
+def test_every_file_the_build_reads_ships_in_the_package() -> None:
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["neuroncompat.simulator"]
+    for path in native_device._sources():
+        assert any(fnmatch(f"native/{path.name}", pattern) for pattern in patterns), f"{path.name} is not packaged"
+
+
+def test_a_file_that_does_not_compile_is_named_with_the_compiler_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    native = tmp_path / "native"
+    native.mkdir()
+    (native / "fine.cpp").write_text("int fine() { return 1; }\n")
+    (native / "broken.cpp").write_text("int broken() { return undeclared_name; }\n")
+    monkeypatch.setattr(native_device, "NATIVE", native)
+    build = tmp_path / "build"
+    build.mkdir()
+    with pytest.raises(native_device.NativeDeviceUnavailable) as raised:
+        native_device._compile(build, build / "out.so")
+    message = str(raised.value)
+    assert "compiling broken.cpp" in message and "undeclared_name" in message
+    assert "fine.cpp" not in message

@@ -4,7 +4,7 @@ Doge (its dynamic mask) and Inkling (learned relative-position logits added to t
 ``scaled_dot_product_attention`` a float mask that requires grad. On the CPU, SDPA's backend choice sees that and
 takes the math kernel, which differentiates the mask (``sdp_utils_cpp.h``: flash attention refuses a mask that
 requires grad). The simulator answers the choice for the device by asking the CPU about host aliases of the
-tensors (``sdp_choice`` in ``simulator/native/neuron_device.cpp``), and the aliases do not require grad: the CPU
+tensors (``sdp_choice`` in ``simulator/native/accelerator_paths.cpp``), and the aliases do not require grad: the CPU
 then picks its flash kernel, whose backward has no gradient for the mask, and the step fails with
 "'_scaled_dot_product_flash_attention_for_cpu' is not differentiable with respect to argument 'attn_mask'"
 (docs/architectures.md, rows doge and inkling_text). TorchNeuron documents nothing that would refuse this.

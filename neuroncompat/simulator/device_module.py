@@ -132,7 +132,7 @@ def get_device_name(device: Any = None) -> str:
 
 
 # -- random number generation ---------------------------------------------------------------
-# One (seed, offset) generator per core, its state 16 bytes as torch.cuda's (native/neuron_device.cpp).
+# One (seed, offset) generator per core, its state 16 bytes as torch.cuda's (native/generator.cpp).
 def _generator(index: int) -> torch.Generator:
     generator: torch.Generator = torch.ops.neuroncompat_sim.default_generator(index)
     return generator

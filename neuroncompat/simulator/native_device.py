@@ -8,17 +8,20 @@ everything there: the device guard (the current core, per thread), the hooks (av
 count, generators, pinned memory), the allocator (``torch.accelerator.memory_*``), the kernels and
 the autocast kernels.
 
-The sources are compiled once per torch build and source (about 20 s) into
-``$NEURONCOMPAT_CACHE_DIR`` (default ``~/.cache/neuroncompat``) under a lock, so concurrent ranks
-build it once; later processes load the cached library. It needs a C++20 compiler (``$CXX``,
-default ``c++``) and torch's headers (every torch wheel ships them). Where it cannot be built,
+The sources are compiled once per torch build and source into ``$NEURONCOMPAT_CACHE_DIR`` (default
+``~/.cache/neuroncompat``) under a lock, so concurrent ranks build it once; later processes load the cached
+library. Each ``.cpp`` (one capability each, as torch_openreg lays out its backend; ``native/neuron_device.h``
+lists them) is compiled on its own, as many at once as the process may use CPUs, then linked: on 2 cores about
+as long as the single file it replaced (docs/simulator.md gives the figures). It needs a C++20 compiler
+(``$CXX``, default ``c++``) and torch's headers (every torch wheel ships them). Where it cannot be built,
 :func:`load` raises :class:`NativeDeviceUnavailable` saying how to get a compiler.
 
-The cache key covers every file in ``native/`` (each ``.cpp`` is compiled, headers included by them count
-too), so adding or splitting a source file needs no change here. Each build writes its size and SHA-256
-beside it (``<library>.digest``), and every load checks them first: a library truncated by a full disk or
-an interrupted copy made ``dlopen`` crash the process with SIGBUS (no message) or fail for good. A library
-that does not match, or has no digest, is rebuilt under the same lock, with one line on stderr saying so.
+The cache key covers every file in ``native/`` (each ``.cpp`` is compiled, the headers they include count
+too) and every compile and link command, so adding or splitting a source file needs no change here. Each build
+writes its size and SHA-256 beside it (``<library>.digest``), and every load checks them first: a library
+truncated by a full disk or an interrupted copy made ``dlopen`` crash the process with SIGBUS (no message) or
+fail for good. A library that does not match, or has no digest, is rebuilt under the same lock, with one line
+on stderr saying so.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -58,19 +62,47 @@ def _cache_dir() -> Path:
     return Path(root) / "native"
 
 
-def _compile_command(output: Path) -> list[str]:
+# The longest compile first (CUDA's autocast lists expand to hundreds of kernels, ~20 s): it then runs beside
+# the others instead of after them, which on 2 cores is most of the build's wall time.
+_LONGEST_FIRST = ("autocast.cpp",)
+
+
+def _units() -> list[Path]:
+    """The ``.cpp`` files, in the order their compiles start."""
+    units = [path for path in _sources() if path.suffix == ".cpp"]
+    return sorted(units, key=lambda path: (path.name not in _LONGEST_FIRST, path.name))
+
+
+def _compiler() -> str:
+    return os.environ.get("CXX") or "c++"
+
+
+def _compile_command(unit: Path, build: Path) -> list[str]:
+    """Compile one ``.cpp`` of ``native/`` to ``build/<name>.o``."""
     torch_dir = Path(torch.__file__).parent
-    torch_lib = torch_dir / "lib"
     return [
-        os.environ.get("CXX") or "c++",
+        _compiler(),
         "-O2",
         "-std=c++20",
         "-fPIC",
-        "-shared",
         "-w",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+        # each op's own header (ATen/ops/...), as torch's own sources, rather than every op's declarations
+        "-DAT_PER_OPERATOR_HEADERS",
         f"-I{torch_dir / 'include'}",
-        *(str(path) for path in _sources() if path.suffix == ".cpp"),
+        "-c",
+        str(unit),
+        "-o",
+        str(build / f"{unit.stem}.o"),
+    ]
+
+
+def _link_command(build: Path, output: Path) -> list[str]:
+    torch_lib = Path(torch.__file__).parent / "lib"
+    return [
+        _compiler(),
+        "-shared",
+        *(str(build / f"{unit.stem}.o") for unit in _units()),
         "-o",
         str(output),
         f"-L{torch_lib}",
@@ -87,8 +119,39 @@ def _library_path() -> Path:
         key.update(path.name.encode() + b"\0" + path.read_bytes())
     key.update(torch.__version__.encode())
     key.update(str(Path(torch.__file__).parent).encode())
-    key.update(" ".join(_compile_command(Path("out"))).encode())
+    for unit in _units():
+        key.update(" ".join(_compile_command(unit, Path("build"))).encode())
+    key.update(" ".join(_link_command(Path("build"), Path("out"))).encode())
     return _cache_dir() / f"neuron_device-{key.hexdigest()[:16]}.so"
+
+
+def _parallel_jobs() -> int:
+    """How many compiles to run at once: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS has no sched_getaffinity
+        return os.cpu_count() or 1
+
+
+def _compile(build: Path, output: Path) -> None:
+    """Compile every ``.cpp`` into ``build`` (in parallel), then link them into ``output``."""
+
+    def run(command: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command, capture_output=True, text=True, check=False)
+
+    units = _units()
+    with ThreadPoolExecutor(max_workers=min(_parallel_jobs(), len(units))) as pool:
+        results = list(pool.map(run, (_compile_command(unit, build) for unit in units)))
+    for unit, result in zip(units, results):
+        if result.returncode != 0:
+            raise NativeDeviceUnavailable(
+                f"building {NATIVE} failed: compiling {unit.name} (exit {result.returncode}):\n{result.stderr[-4000:]}"
+            )
+    result = run(_link_command(build, output))
+    if result.returncode != 0:
+        raise NativeDeviceUnavailable(
+            f"building {NATIVE} failed: linking (exit {result.returncode}):\n{result.stderr[-4000:]}"
+        )
 
 
 def _digest_path(library: Path) -> Path:
@@ -140,7 +203,7 @@ def _build(target: Path) -> None:
                 f"neuroncompat: the cached simulator library {target} is damaged ({why}); rebuilding it",
                 file=sys.stderr,
             )
-        compiler = _compile_command(target)[0]
+        compiler = _compiler()
         if shutil.which(compiler) is None:
             raise NativeDeviceUnavailable(
                 f"the simulated neuron device needs a C++20 compiler to build {NATIVE.name}/ once "
@@ -149,11 +212,7 @@ def _build(target: Path) -> None:
             )
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             partial = Path(tmp) / target.name
-            result = subprocess.run(_compile_command(partial), capture_output=True, text=True, check=False)
-            if result.returncode != 0:
-                raise NativeDeviceUnavailable(
-                    f"building {NATIVE} failed (exit {result.returncode}):\n{result.stderr[-4000:]}"
-                )
+            _compile(Path(tmp), partial)
             # the digest first: a reader that sees the new digest beside the old library rebuilds under the lock
             digest = Path(tmp) / "digest"
             digest.write_text(json.dumps(_digest(partial)))

@@ -3,7 +3,7 @@
 Kept apart from ``torch.neuron`` (``device_module``) so that module and ``enable``/``disable`` read
 one source of truth, and so ``disable()`` can make the device unavailable without unregistering
 it (PyTorch allows the PrivateUse1 backend to be renamed only once per process). The current core
-lives in the C++ device guard's thread-local (``native/neuron_device.cpp``), where PyTorch itself
+lives in the C++ device guard's thread-local (``native/guard.cpp``), where PyTorch itself
 reads it; memory and random state live in C++ too.
 """
 
