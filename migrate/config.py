@@ -4,6 +4,10 @@ Keys mirror the options: `select`, `ignore`, `exclude` (lists of strings), `shim
 `jobs` (int), `format` (a `--format` name), `neuron-kernels` (a table: layer name -> Neuron kernel
 repo `"org/repo:Layer"`, for NM212; `--neuron-kernel LAYER=REPO` entries are added to it). Options
 given on the command line win.
+
+A pyproject.toml that never names `neuron-migrate` holds no such table, so it is not parsed: most
+projects have one without it, and `tomllib` is a noticeable part of a one-file run's start-up
+(a malformed file is then some other tool's concern, not an error of this one).
 """
 
 from __future__ import annotations
@@ -11,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 KEYS = {
     "select": list,
@@ -59,8 +61,16 @@ def load(start: Path) -> Config:
     if path is None:
         return Config()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    if "neuron-migrate" not in text:  # however the table is spelt ([tool.neuron-migrate], dotted keys), it names this
+        return Config(source=path)
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     table = data.get("tool", {}).get("neuron-migrate", {})
     for key, value in table.items():
