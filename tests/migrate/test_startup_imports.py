@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from migrate import config
+
 # runs the CLI as `python -m migrate` does, then writes the names of the modules it imported to a file
 PROBE = """
 import json, runpy, sys
@@ -68,3 +70,24 @@ def test_the_modules_are_imported_when_the_run_needs_them(project: Path):
     modules = imported_by(project, "--write", "--format", "json", "train.py")
     assert {"tomllib", "importlib.metadata", "migrate.formats.json", "migrate.writer", "hashlib"} <= modules
     assert "import torch\n" in (project / "train.py").read_text() and '"neuron"' in (project / "train.py").read_text()
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "[tool.neuron-migrate]\nshim = false\n",
+        "[tool]\nneuron-migrate = { shim = false }\n",
+        "tool.neuron-migrate.shim = false\n",
+        "[ 'tool' . \"neuron-migrate\" ]\nshim = false\n",
+        'tool = { "neuron-migrate" = { shim = false } }\n',
+    ],
+)
+def test_the_table_is_read_however_toml_spells_it(tmp_path: Path, spelling: str):
+    """The check that spares parsing a pyproject.toml without the table must not miss one that has it."""
+    (tmp_path / "pyproject.toml").write_text(spelling + '[project]\nname = "x"\n')
+    assert config.load(tmp_path).values == {"shim": False}
+
+
+def test_a_script_entry_named_neuron_migrate_is_no_table(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text('[project.scripts]\nneuron-migrate = "migrate.cli:main"\n[tool.ruff]\n')
+    assert config.load(tmp_path).values == {}
