@@ -118,7 +118,7 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
         if result.status != "changed":
             return result
         assert result.new is not None
-        again = _migrate_once(result.new, path, options)
+        again = _migrate_once(result.new, path, options, compiled=True)
         if again.status == "unchanged":
             return result
         if again.status != "changed":
@@ -126,7 +126,7 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
         result = _merged(result, again)
     if result.status == "changed":
         assert result.new is not None
-        if _migrate_once(result.new, path, options).status != "unchanged":
+        if _migrate_once(result.new, path, options, compiled=True).status != "unchanged":
             return _not_converging(path, f"still changing after {MAX_PASSES} passes")
     return result
 
@@ -156,14 +156,19 @@ def _not_converging(path: str, detail: str) -> FileResult:
     )
 
 
-def _migrate_once(data: bytes, path: str, options: Options) -> FileResult:
-    """One pass: parse, traverse with every rule, add imports, verify the output parses."""
+def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = False) -> FileResult:
+    """One pass: parse, traverse with every rule, add imports, verify the output parses.
+
+    `compiled`: `data` is a previous pass's output, which CPython's parser already accepted (the
+    check below), so it needs no nesting check (`refusal` compiles the same bytes and can only refuse
+    bytes that do not compile).
+    """
     if SKIP_FILE.search(data):
         return FileResult(path, "skipped")
     rules_may_apply = not options.prefilter or may_need_migration(data)
     if not rules_may_apply and not (options.shim and _may_want_shim(data)):
         return FileResult(path, "unchanged")
-    refused = refusal(data, path)  # before libcst, whose parser crashes on deep nesting
+    refused = None if compiled else refusal(data, path)  # before libcst, whose parser crashes on deep nesting
     if refused is not None:
         return FileResult(path, "error", error=refused[0], error_line=refused[1])
     try:
