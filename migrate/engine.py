@@ -24,8 +24,8 @@ from migrate.facts import FileFacts, wants_shim
 from migrate.imports import SHIM, add_imports
 from migrate.markers import SKIP_FILE, TODO_PREFIX, without_todos
 from migrate.names import ImportMap
-from migrate.parser_limits import refusal
-from migrate.prefilter import may_need_migration
+from migrate.parser_limits import cpython_tree
+from migrate.prefilter import docstring_lines, may_need_migration
 from migrate.registry import Selection
 from migrate.transform import MigrationTransformer
 
@@ -160,17 +160,24 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
     """One pass: parse, traverse with every rule, add imports, verify the output parses.
 
     `compiled`: `data` is a previous pass's output, which CPython's parser already accepted (the
-    check below), so it needs no nesting check (`refusal` compiles the same bytes and can only refuse
-    bytes that do not compile).
+    check below), so it needs no nesting check (`cpython_tree` compiles the same bytes and can only
+    refuse bytes that do not compile).
     """
     if SKIP_FILE.search(data):
         return FileResult(path, "skipped")
     rules_may_apply = not options.prefilter or may_need_migration(data)
     if not rules_may_apply and not (options.shim and _may_want_shim(data)):
         return FileResult(path, "unchanged")
-    refused = None if compiled else refusal(data, path)  # before libcst, whose parser crashes on deep nesting
+    # CPython's parser, before libcst's: libcst's crashes on deep nesting, which CPython refuses; and its tree
+    # says which lines are docstrings, where a token (`model.generate(...)` in an example) is prose
+    tree, refused = (None, None) if compiled else cpython_tree(data, path)
     if refused is not None:
         return FileResult(path, "error", error=refused[0], error_line=refused[1])
+    if rules_may_apply and options.prefilter and tree is not None:
+        rules_may_apply = may_need_migration(data, docstring_lines(tree))
+        del tree  # only libcst's tree is needed from here on
+        if not rules_may_apply and not (options.shim and _may_want_shim(data)):
+            return FileResult(path, "unchanged")
     try:
         module = cst.parse_module(data)
     except cst.ParserSyntaxError as exc:
