@@ -20,16 +20,24 @@ without one, the project's own Python sources are the sample. `--max-ratio X` ex
 ratio is above X: `.ci/run` uses it on the project's own sources so a several-fold slowdown fails CI.
 
     python bench/bench_migrate.py [TREE] [--every N] [--rounds R] [--one-file-rounds R] [--max-ratio X]
+    python bench/bench_migrate.py --memory LINES
+
+`--memory LINES` instead measures one generated CUDA script of about LINES lines (functions moving tensors to
+`"cuda"`, so every one is rewritten): the peak RSS and CPU seconds of a process that parses and renders it with
+libcst against one that runs `neuron-migrate --check` on it, each in a fresh interpreter reporting its own
+`getrusage` (peak RSS includes the interpreter and its imports on both sides).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,6 +46,70 @@ OWN = ("migrate", "neuroncompat", "bench", "tests", "examples", "fixtures")  # t
 ONE_FILE = ROOT / "examples" / "finetune_cuda.py"
 ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 FLOOR = "import sys, libcst\nfor path in sys.argv[1:]:\n    libcst.parse_module(open(path, 'rb').read()).bytes\n"
+
+
+# a process that does one side's work on a file, then writes its own peak RSS and CPU seconds to a file
+MEASURE = """
+import json, resource, sys
+side, path, out = sys.argv[1:4]
+if side == "libcst":
+    import libcst
+    libcst.parse_module(open(path, "rb").read()).bytes
+else:
+    import runpy
+    sys.argv = ["neuron-migrate", "--check", path]
+    try:
+        runpy.run_module("migrate", run_name="__main__", alter_sys=True)
+    except SystemExit:
+        pass
+usage = resource.getrusage(resource.RUSAGE_SELF)
+with open(out, "w") as f:
+    json.dump({"peak_mib": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime}, f)
+"""
+BLOCK = """
+
+def step_{i}(model, batch, optimizer):
+    inputs = batch["input_ids"].to("cuda")
+    labels = batch["labels"].cuda()
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(inputs, labels=labels).loss
+    loss.backward()
+    optimizer.step()
+    torch.cuda.synchronize()
+    return loss.item()
+"""
+
+
+def big_script(lines: int) -> str:
+    """A CUDA training script of about `lines` lines: the same step function under numbered names."""
+    head = "import torch\n"
+    return head + "".join(BLOCK.format(i=i) for i in range(max(1, lines // BLOCK.count("\n"))))
+
+
+def memory(lines: int) -> None:
+    """Peak RSS and CPU seconds of libcst's parse+render and of neuron-migrate --check, on one big script."""
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / "train_big.py"
+        script.write_text(big_script(lines))
+        print(f"one generated script: {script.read_text().count(chr(10))} lines, {script.stat().st_size // 1024} KiB")
+        print(f"{'':<24}{'peak RSS MiB':>14}{'CPU s':>10}")
+        found = {}
+        for side in ("libcst", "neuron-migrate"):
+            out = Path(folder) / f"{side}.json"
+            subprocess.run(
+                [sys.executable, "-c", MEASURE, side, str(script), str(out)],
+                cwd=ROOT,
+                env=ENV,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=True,
+            )
+            found[side] = json.loads(out.read_text())
+            print(f"{side:<24}{found[side]['peak_mib']:>14.0f}{found[side]['cpu_s']:>10.1f}")
+        ratio = found["neuron-migrate"]["peak_mib"] / found["libcst"]["peak_mib"]
+        print(
+            f"peak RSS ratio {ratio:.2f} (target 3), CPU ratio {found['neuron-migrate']['cpu_s'] / found['libcst']['cpu_s']:.2f}"
+        )
 
 
 def child_cpu(command: Sequence[str]) -> float:
@@ -79,7 +151,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved whole-tree rounds (default 3; 0: skip)")
     parser.add_argument("--one-file-rounds", type=int, default=7, help="interleaved one-file rounds (0: skip)")
     parser.add_argument("--max-ratio", type=float, help="exit 1 when the whole-tree ratio is above this")
+    parser.add_argument("--memory", type=int, metavar="LINES", help="peak RSS on one generated script of LINES lines")
     args = parser.parse_args()
+    if args.memory:
+        memory(args.memory)
+        return 0
     if args.tree is not None and not args.tree.is_dir():
         parser.error(f"{args.tree}: not a folder")
     files = sample(args.tree, args.every)
