@@ -15,6 +15,7 @@ terminal, never with NO_COLOR set) and the summary to stderr; the other formats
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -108,7 +109,7 @@ def main(
         sys.exit(2)
 
     from migrate import runner
-    from migrate.formats import github, json, markdown, sarif, text
+    from migrate.formats import text
 
     selection = Selection(
         select=_split(select) or _split(tuple(cfg.get("select", ()))),
@@ -135,7 +136,7 @@ def main(
     mode = "write" if write else "check" if check else "diff"
 
     if fmt != "text":
-        module = {"json": json, "markdown": markdown, "github": github, "sarif": sarif}[fmt]
+        module = importlib.import_module(f"migrate.formats.{fmt}")  # only the chosen one: json's costs a start-up
         click.echo(module.render(results, mode), nl=False)
     elif not quiet and mode == "diff":
         click.echo(text.diffs(results), nl=False, color=False if os.environ.get("NO_COLOR") else None)

@@ -4,15 +4,26 @@ Keys mirror the options: `select`, `ignore`, `exclude` (lists of strings), `shim
 `jobs` (int), `format` (a `--format` name), `neuron-kernels` (a table: layer name -> Neuron kernel
 repo `"org/repo:Layer"`, for NM212; `--neuron-kernel LAYER=REPO` entries are added to it). Options
 given on the command line win.
+
+A pyproject.toml that cannot hold the table is not parsed: most projects have one without it, and
+`tomllib` is a noticeable part of a one-file run's start-up (a malformed file is then some other
+tool's concern, not an error of this one). TOML can only spell the table with a `[tool]` header, a
+`tool.neuron-migrate` dotted key or header (quotes and spaces allowed around the dot), or a top-level
+`tool = {...}` inline table; `_MAY_HOLD_TABLE` looks for those, so a `neuron-migrate = "migrate.cli:main"`
+script entry or a description mentioning the tool does not count.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
+_MAY_HOLD_TABLE = re.compile(
+    r"""^[ \t]*\[[ \t]*["']?tool["']?[ \t]*\]|["']?tool["']?[ \t]*\.[ \t]*["']?neuron-migrate|^[ \t]*["']?tool["']?[ \t]*=""",
+    re.MULTILINE,
+)
 
 KEYS = {
     "select": list,
@@ -59,8 +70,16 @@ def load(start: Path) -> Config:
     if path is None:
         return Config()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    if not _MAY_HOLD_TABLE.search(text):
+        return Config(source=path)
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     table = data.get("tool", {}).get("neuron-migrate", {})
     for key, value in table.items():

@@ -24,8 +24,8 @@ from migrate.facts import FileFacts, wants_shim
 from migrate.imports import SHIM, add_imports
 from migrate.markers import SKIP_FILE, TODO_PREFIX, without_todos
 from migrate.names import ImportMap
-from migrate.parser_limits import refusal
-from migrate.prefilter import may_need_migration
+from migrate.parser_limits import cpython_tree
+from migrate.prefilter import docstring_lines, may_need_migration
 from migrate.registry import Selection
 from migrate.transform import MigrationTransformer
 
@@ -118,7 +118,7 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
         if result.status != "changed":
             return result
         assert result.new is not None
-        again = _migrate_once(result.new, path, options)
+        again = _migrate_once(result.new, path, options, compiled=True)
         if again.status == "unchanged":
             return result
         if again.status != "changed":
@@ -126,7 +126,7 @@ def migrate_source(data: bytes, path: str, options: Options = Options()) -> File
         result = _merged(result, again)
     if result.status == "changed":
         assert result.new is not None
-        if _migrate_once(result.new, path, options).status != "unchanged":
+        if _migrate_once(result.new, path, options, compiled=True).status != "unchanged":
             return _not_converging(path, f"still changing after {MAX_PASSES} passes")
     return result
 
@@ -156,16 +156,28 @@ def _not_converging(path: str, detail: str) -> FileResult:
     )
 
 
-def _migrate_once(data: bytes, path: str, options: Options) -> FileResult:
-    """One pass: parse, traverse with every rule, add imports, verify the output parses."""
+def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = False) -> FileResult:
+    """One pass: parse, traverse with every rule, add imports, verify the output parses.
+
+    `compiled`: `data` is a previous pass's output, which CPython's parser already accepted (the
+    check below), so it needs no nesting check (`cpython_tree` compiles the same bytes and can only
+    refuse bytes that do not compile).
+    """
     if SKIP_FILE.search(data):
         return FileResult(path, "skipped")
     rules_may_apply = not options.prefilter or may_need_migration(data)
     if not rules_may_apply and not (options.shim and _may_want_shim(data)):
         return FileResult(path, "unchanged")
-    refused = refusal(data, path)  # before libcst, whose parser crashes on deep nesting
+    # CPython's parser, before libcst's: libcst's crashes on deep nesting, which CPython refuses; and its tree
+    # says which lines are docstrings, where a token (`model.generate(...)` in an example) is prose
+    tree, refused = (None, None) if compiled else cpython_tree(data, path)
     if refused is not None:
         return FileResult(path, "error", error=refused[0], error_line=refused[1])
+    if rules_may_apply and options.prefilter and tree is not None:
+        rules_may_apply = may_need_migration(data, docstring_lines(tree))
+        if not rules_may_apply and not (options.shim and _may_want_shim(data)):
+            return FileResult(path, "unchanged")
+    tree = None  # not kept alive beside libcst's tree (on a 50,000-line file, hundreds of MiB)
     try:
         module = cst.parse_module(data)
     except cst.ParserSyntaxError as exc:

@@ -38,9 +38,13 @@ class ImportMap:
 
     def __init__(self) -> None:
         self._alias: dict[str, str] = {}
+        # The last node qualified and its answer: the twenty `Call` hooks each ask about the same `node.func` in
+        # turn. Holding the node keeps its id from being reused; an import seen in between forgets the answer.
+        self._last: tuple[cst.BaseExpression | None, str | None] = (None, None)
 
     def add_import(self, node: cst.Import) -> None:
         """`import a.b` binds `a`; `import a.b as c` binds `c` to `a.b`."""
+        self._last = (None, None)
         for alias in node.names:
             full = _module_name(alias.name)
             if alias.asname is not None and type(alias.asname.name) is cst.Name:
@@ -51,6 +55,7 @@ class ImportMap:
 
     def add_import_from(self, node: cst.ImportFrom) -> None:
         """`from a.b import c as d` binds `d` to `a.b.c`; relative imports are ignored."""
+        self._last = (None, None)
         if node.relative or isinstance(node.names, cst.ImportStar):
             return
         mod = _module_name(node.module)
@@ -63,14 +68,18 @@ class ImportMap:
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The qualified name of a Name/Attribute chain, or None when its head is not imported."""
+        last, answer = self._last
+        if node is last:
+            return answer
         name = dotted(node)
         if name is None:
-            return None
-        head, _, rest = name.partition(".")
-        target = self._alias.get(head)
-        if target is None:
-            return None
-        return f"{target}.{rest}" if rest else target
+            answer = None
+        else:
+            head, _, rest = name.partition(".")
+            target = self._alias.get(head)
+            answer = None if target is None else f"{target}.{rest}" if rest else target
+        self._last = (node, answer)
+        return answer
 
     def local_name_for(self, module: str) -> str | None:
         """The local name bound to exactly `module` (`T` after `import torch as T`), if any."""

@@ -22,15 +22,25 @@ _LIMITS = ("too many nested parentheses", "too many levels of indentation", "too
 
 def refusal(data: bytes | str, path: str) -> tuple[str, int] | None:
     """`(report line, line number)` when CPython's parser refuses `data` for its nesting, else None."""
+    return cpython_tree(data, path)[1]
+
+
+def cpython_tree(data: bytes | str, path: str) -> tuple[ast.Module | None, tuple[str, int] | None]:
+    """CPython's tree of `data` (None when it does not parse) and `refusal`'s answer, from one parse.
+
+    The engine reads the tree's string statements (`migrate.prefilter.docstring_lines`) before deciding
+    whether libcst needs to see the file at all.
+    """
     try:
-        compile(data, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        tree = compile(data, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as err:
         if not any(limit in str(err.msg) for limit in _LIMITS):
-            return None
+            return None, None
         line = err.lineno or 1
-        return f"{path}:{line}: nested too deeply for Python's parser ({err.msg}); file skipped", line
+        return None, (f"{path}:{line}: nested too deeply for Python's parser ({err.msg}); file skipped", line)
     except (RecursionError, MemoryError):
-        return f"{path}:1: nested too deeply for Python's parser (too complex to parse); file skipped", 1
+        return None, (f"{path}:1: nested too deeply for Python's parser (too complex to parse); file skipped", 1)
     except ValueError:  # NUL bytes and the like: libcst reports them
-        return None
-    return None
+        return None, None
+    assert isinstance(tree, ast.Module)
+    return tree, None

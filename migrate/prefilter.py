@@ -14,7 +14,9 @@ call arguments a loop may vary (`height=size`).
 
 from __future__ import annotations
 
+import ast
 import re
+from collections.abc import Container
 
 _TOKENS = (
     rb"torch\.cuda|\bcuda\b\s*(?:import|\.)|\.cuda\(|[\"']cuda|\bcuda_?[a-z_]*\s*=|nccl|"
@@ -132,28 +134,61 @@ _DIFFUSERS_LITERALS = (
 )
 
 
-def may_need_migration(data: bytes) -> bool:
+def may_need_migration(data: bytes, prose_lines: Container[int] = ()) -> bool:
     """True when the raw file bytes contain a token a rule could act on, outside doctests.
 
     Stage one finds candidate lines by plain substring search; stage two runs the token regex
     on those lines only. Doctest lines (`>>> model.generate(...)` in docstrings) and comment
     lines (`# flash_attn<2.1 generates ...`) are prose, library code is full of them, and no rule
-    rewrites them, so a hit on a line starting with `>>>`, `...` or `#` does not count.
+    rewrites them, so a hit on a line starting with `>>>`, `...` or `#` does not count; nor does one
+    on a line in `prose_lines` (1-based: the inner lines of docstrings, `docstring_lines`).
     """
-    if _found(data, _LITERALS, _TRIGGERS):
+    if _found(data, _LITERALS, _TRIGGERS, prose_lines):
         return True
-    return b"diffusers" in data and _found(data, _DIFFUSERS_LITERALS, _DIFFUSERS_TRIGGERS)
+    return b"diffusers" in data and _found(data, _DIFFUSERS_LITERALS, _DIFFUSERS_TRIGGERS, prose_lines)
 
 
-def _found(data: bytes, literals: tuple[bytes, ...], triggers: re.Pattern[bytes]) -> bool:
-    """Whether a line holding one of `literals` matches `triggers`, doctest lines aside."""
+def docstring_lines(tree: ast.Module) -> set[int]:
+    """The lines wholly inside a string statement (a docstring) of CPython's tree of a file.
+
+    Library docstrings mention `model.generate(...)`, `use_kernels=True` or `"cuda"` in their examples
+    and prose without a `>>>`; no rule rewrites a string statement. Only the lines strictly between a
+    multi-line string's first and last line count: those hold nothing but the string, while its first
+    and last may share a line with code (a call after the closing quotes is unusual, and then it still counts).
+    Statements are walked, not expressions: a docstring is a statement of some body.
+    """
+    lines: set[int] = set()
+    bodies: list[list[ast.stmt]] = [tree.body]
+    while bodies:
+        for statement in bodies.pop():
+            if (
+                type(statement) is ast.Expr
+                and type(statement.value) is ast.Constant
+                and isinstance(statement.value.value, str)
+                and statement.end_lineno is not None
+            ):
+                lines.update(range(statement.lineno + 1, statement.end_lineno))
+                continue
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                inner = getattr(statement, field, None)
+                if inner:
+                    bodies.append(inner)
+    return lines
+
+
+def _found(data: bytes, literals: tuple[bytes, ...], triggers: re.Pattern[bytes], prose_lines: Container[int]) -> bool:
+    """Whether a line holding one of `literals` matches `triggers`, doctest and `prose_lines` aside."""
     for literal in literals:
         index = data.find(literal)
         while index != -1:
             start = data.rfind(b"\n", 0, index) + 1
             end = data.find(b"\n", index)
             end = len(data) if end == -1 else end
-            if not _PROSE.match(data, start) and triggers.search(data, start, end):
+            if (
+                not _PROSE.match(data, start)
+                and triggers.search(data, start, end)
+                and (not prose_lines or data.count(b"\n", 0, start) + 1 not in prose_lines)
+            ):
                 return True
             index = data.find(literal, end)
     return False

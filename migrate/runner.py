@@ -13,33 +13,40 @@ With `write`, a file is written only if it still holds the bytes that were migra
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.connection
 import os
 import signal
 from collections.abc import Iterable
-from concurrent.futures import Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from migrate.dispatch import migrate_file
 from migrate.engine import FileResult, Options
-from migrate.writer import ChangedOnDisk, digest, remove_stale_temps, write_atomic
+
+if TYPE_CHECKING:  # the pool and the writer are imported where used: one file checked needs neither
+    import multiprocessing.connection
+    from concurrent.futures import Future
 
 NOT_WRITTEN = "changed during the run, not written"
 
-# (the result, the digest of the bytes it was migrated from; None when nothing was read)
+# (the result, the digest of the bytes it was migrated from; None when nothing was read or nothing will be written)
 _Outcome = tuple[FileResult, bytes | None]
+# (path, options, whether the run writes: only then is the digest of a changed file needed)
+_Work = tuple[str, Options, bool]
 
 
-def _migrate_path(args: tuple[str, Options]) -> _Outcome:
-    path, options = args
+def _migrate_path(args: _Work) -> _Outcome:
+    path, options, write = args
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         return FileResult(path, "error", error=f"{path}: cannot read: {exc.strerror or exc}"), None
     try:
-        return migrate_file(data, path, options), digest(data)
+        result = migrate_file(data, path, options)
+        if result.new is None or not write:  # nothing to write: no digest (nor hashlib to compute one)
+            return result, None
+        from migrate.writer import digest
+
+        return result, digest(data)
     except RecursionError:
         return FileResult(path, "error", error=f"{path}: too deeply nested for the parser; skipped"), None
     except Exception as exc:  # noqa: BLE001  (report and keep going; it's our bug)
@@ -50,7 +57,7 @@ def _migrate_path(args: tuple[str, Options]) -> _Outcome:
 
 def run(paths: Iterable[Path], options: Options, jobs: int, write: bool) -> list[FileResult]:
     """Migrate every path; with `write`, apply changes. Results come back in input order."""
-    work = [(str(p), options) for p in paths]
+    work = [(str(p), options, write) for p in paths]
     if jobs > 1 and len(work) > 1:
         outcomes = _in_pool(work, min(jobs, len(work)))
     else:
@@ -62,6 +69,8 @@ def run(paths: Iterable[Path], options: Options, jobs: int, write: bool) -> list
 
 def _write(outcomes: list[_Outcome]) -> None:
     """Write each changed file whose bytes are still the migrated ones; clean stale temp files first."""
+    from migrate.writer import ChangedOnDisk, remove_stale_temps, write_atomic
+
     cleaned: set[str] = set()
     for result, read_digest in outcomes:
         if result.new is None:
@@ -81,7 +90,7 @@ def _write(outcomes: list[_Outcome]) -> None:
             result.error = f"{result.path}: cannot write: {exc}"
 
 
-def _in_pool(work: list[tuple[str, Options]], jobs: int) -> list[_Outcome]:
+def _in_pool(work: list[_Work], jobs: int) -> list[_Outcome]:
     """Migrate `work` in `jobs` worker processes, surviving workers that die.
 
     Files go to the workers in chunks (one round trip per chunk, not per file). After a worker
@@ -89,6 +98,10 @@ def _in_pool(work: list[tuple[str, Options]], jobs: int) -> list[_Outcome]:
     flight (the first unfinished ones in submission order: each worker holds one and the executor
     queues `jobs + 1` more) each run alone, so the file that kills its process is named. Every
     round after the first settles at least those, so the loop ends.
+
+    `concurrent.futures` and `multiprocessing` are imported by the pool's functions, not with the
+    module: a run over one file (a pre-commit hook) starts no pool, and the two cost a tenth of its
+    start-up.
     """
     outcomes: dict[int, _Outcome] = {}
     remaining = list(range(len(work)))
@@ -107,11 +120,12 @@ def _in_pool(work: list[tuple[str, Options]], jobs: int) -> list[_Outcome]:
     return [outcomes[i] for i in range(len(work))]
 
 
-def _pool_round(
-    work: list[tuple[str, Options]], indices: list[int], jobs: int, chunk: int, outcomes: dict[int, _Outcome]
-) -> bool:
+def _pool_round(work: list[_Work], indices: list[int], jobs: int, chunk: int, outcomes: dict[int, _Outcome]) -> bool:
     """Run `indices` in a fresh pool, `chunk` files a task, storing each outcome; True when a worker
     died and broke the pool."""
+    from concurrent.futures import ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
     futures: dict[Future[list[_Outcome]], list[int]] = {}
     broken = False
     with ProcessPoolExecutor(max_workers=min(jobs, len(indices))) as pool:
@@ -130,12 +144,14 @@ def _pool_round(
     return broken
 
 
-def _migrate_paths(batch: list[tuple[str, Options]]) -> list[_Outcome]:
+def _migrate_paths(batch: list[_Work]) -> list[_Outcome]:
     return [_migrate_path(args) for args in batch]
 
 
-def _alone(args: tuple[str, Options]) -> _Outcome:
+def _alone(args: _Work) -> _Outcome:
     """Migrate one file in a process of its own; a process that dies becomes an error naming the file."""
+    import multiprocessing
+
     context = multiprocessing.get_context()
     receive, send = context.Pipe(duplex=False)
     process = context.Process(target=_send_outcome, args=(send, args), daemon=True)
@@ -158,7 +174,7 @@ def _alone(args: tuple[str, Options]) -> _Outcome:
     return outcome
 
 
-def _send_outcome(send: multiprocessing.connection.Connection, args: tuple[str, Options]) -> None:
+def _send_outcome(send: multiprocessing.connection.Connection, args: _Work) -> None:
     send.send(_migrate_path(args))
     send.close()
 

@@ -9,9 +9,10 @@ and TODO comments can be attached above it), and the use counting behind the gen
 from __future__ import annotations
 
 import libcst as cst
+import libcst._nodes.op as cst_op
 
 from migrate.context import FileContext, Frame
-from migrate.markers import RULE_SKIP_MARKER, TODO_PREFIX, find_skip
+from migrate.markers import RULE_SKIP_MARKER, SKIP_MARKER, TODO_PREFIX, find_skip
 from migrate.rule_families import HOOKS
 from migrate.rules.base import Hook, HookResult, method_of
 
@@ -33,6 +34,42 @@ _STATEMENTS = frozenset(
 )
 
 
+# Nodes whose subtrees hold nothing the traversal acts on: operators, brackets, names and literals, and the
+# whitespace and comments around them. No hook is for such a node (`_dispatch_table` checks), none is below
+# one, and `on_visit` tracks them only at the node itself (a `Name` use), so their children are not visited:
+# libcst would otherwise rebuild each of these nodes (more than half of a tree) just to hand back an equal one.
+# The one thing inside is a comment, which matters only as a `# neuron-migrate: skip` marker, so in a file
+# with a marker only the nodes with no children at all are passed over.
+_CHILDLESS = frozenset({cst.SimpleWhitespace, cst.Newline, cst.Comment})
+_INERT = _CHILDLESS | frozenset(
+    {
+        *(
+            node_class
+            for node_class in vars(cst_op).values()
+            if isinstance(node_class, type)
+            and issubclass(node_class, cst.CSTNode)
+            and node_class.__module__ == cst_op.__name__
+        ),
+        cst.EmptyLine,
+        cst.TrailingWhitespace,
+        cst.ParenthesizedWhitespace,
+        cst.LeftParen,
+        cst.RightParen,
+        cst.LeftSquareBracket,
+        cst.RightSquareBracket,
+        cst.LeftCurlyBrace,
+        cst.RightCurlyBrace,
+        cst.Name,
+        cst.Integer,
+        cst.Float,
+        cst.Imaginary,
+        cst.SimpleString,
+        cst.Ellipsis,
+        cst.Asynchronous,
+    }
+)
+
+
 def _dispatch_table() -> dict[type[cst.CSTNode], tuple[Hook, ...]]:
     """libcst node class -> the hooks for leaving such nodes, in family order: one lookup per node left.
 
@@ -43,6 +80,8 @@ def _dispatch_table() -> dict[type[cst.CSTNode], tuple[Hook, ...]]:
         node_class = getattr(cst, name, None)
         if not (isinstance(node_class, type) and issubclass(node_class, cst.CSTNode)):
             raise ValueError(f"@on({name!r}): libcst has no node class {name}")
+        if node_class in _INERT:
+            raise ValueError(f"@on({name!r}): the traversal does not visit inside {name} nodes (transform._INERT)")
         table[node_class] = hooks
     return table
 
@@ -71,6 +110,7 @@ class MigrationTransformer(cst.CSTTransformer):
         # visited after the calls on its line), so statements are scanned for them on entry, only in
         # files that have one.
         self.rule_skips = RULE_SKIP_MARKER in ctx.text
+        self.inert = _INERT if SKIP_MARKER not in ctx.text else _CHILDLESS  # nodes whose children are not visited
 
     def visit_Module(self, node: cst.Module) -> bool:
         if node.body:
@@ -105,7 +145,7 @@ class MigrationTransformer(cst.CSTTransformer):
                 ctx.frames[-1].skip = True
         elif self.track_generate:
             self._visit_flow(node)
-        return True
+        return kind not in self.inert
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
         """Only `AnnAssign.target` needs attribute-level hooks; skip libcst's generic lookup."""

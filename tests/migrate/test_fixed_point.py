@@ -65,9 +65,9 @@ def test_a_run_reports_every_pass_and_ends_at_the_fixed_point(monkeypatch: pytes
     calls: list[bytes] = []
     real = engine._migrate_once
 
-    def second_pass_changes(data: bytes, path: str, options: Options) -> FileResult:
+    def second_pass_changes(data: bytes, path: str, options: Options, compiled: bool = False) -> FileResult:
         calls.append(data)
-        result = real(data, path, options)
+        result = real(data, path, options, compiled)
         if len(calls) == 2:  # as if a rule changed its mind on seeing pass 1's output
             new = data.replace(b"x = 1", b"x = 2")
             change = engine.TextChange(data.decode(), new.decode())
@@ -86,7 +86,7 @@ def test_a_run_reports_every_pass_and_ends_at_the_fixed_point(monkeypatch: pytes
 
 
 def test_a_migration_that_never_settles_is_an_internal_error_and_changes_nothing(monkeypatch: pytest.MonkeyPatch):
-    def always_changes(data: bytes, path: str, options: Options) -> FileResult:
+    def always_changes(data: bytes, path: str, options: Options, compiled: bool = False) -> FileResult:
         new = data + b"#\n"
         return FileResult(path, "changed", new=new, changes=[engine.TextChange(data.decode(), new.decode())])
 

@@ -10,13 +10,14 @@ must be the same.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
 from migrate.dispatch import migrate_file
 from migrate.engine import FileResult, Options
-from migrate.prefilter import may_need_migration
+from migrate.prefilter import docstring_lines, may_need_migration
 from migrate.registry import Selection
 from migrate.rule_families import all_rules
 from migrate.rules.hub_kernels import EXAMPLE_KERNELS
@@ -71,3 +72,19 @@ def test_an_image_size_in_library_code_is_not_a_pipeline_argument():
 def test_a_doctest_mentioning_cuda_is_prose():
     assert not may_need_migration(b'def f():\n    """\n    >>> model.to("cuda")\n    """\n')
     assert may_need_migration(b'model.to("cuda")\n')
+
+
+def test_a_token_inside_a_docstring_is_prose():
+    """A library docstring's example (`model.generate(...)` without `>>>`) sends no file to libcst; the same call
+    in code does, and so does one on a docstring's closing line, which code may share."""
+    library = (
+        b'def f(model):\n    """Generate.\n\n    ids = model.generate(inputs, max_length=30)\n    """\n    return 1\n'
+    )
+    tree = ast.parse(library)
+    assert may_need_migration(library) and not may_need_migration(library, docstring_lines(tree))
+    assert migrate_file(library, "lib.py", Options(shim=False)).status == "unchanged"
+    code = library.replace(b"return 1", b"return model.generate(inputs)")
+    assert may_need_migration(code, docstring_lines(ast.parse(code)))
+    assert migrate_file(code, "lib.py", Options(shim=False)).status == "changed"
+    shared = b'def f(model):\n    """Generate.\n\n    """; model.to("cuda")\n'
+    assert may_need_migration(shared, docstring_lines(ast.parse(shared)))

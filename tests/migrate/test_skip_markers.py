@@ -79,3 +79,14 @@ def test_the_marker_parser() -> None:
     assert find_skip("# neuron-migrate: skip[nm305, NM2]") == Skip(("NM305", "NM2"))
     assert find_skip("# neuron-migrate: skip[NM305] and neuron-migrate: skip").everything
     assert Skip(("NM2",)).covers("NM202") and not Skip(("NM2",)).covers("NM305")
+
+
+def test_a_marker_inside_brackets_still_skips_its_statement() -> None:
+    """The traversal passes over brackets and whitespace without visiting inside them, except in a file that has a
+    marker: a comment after an opening bracket or a comma is inside such whitespace, and must still count."""
+    source = (
+        f"{HEAD}model = torch.nn.Linear(2, 2)\nmodel.to(  # neuron-migrate: skip\n"
+        '    "cuda",\n)\nx = torch.ones(\n    2,  # neuron-migrate: skip\n    device="cuda",\n)\ny = x.cuda()\n'
+    )
+    out = migrated(source)
+    assert out == source.replace("y = x.cuda()", 'y = x.to("neuron")')

@@ -1,0 +1,93 @@
+"""A one-file run imports only what it uses (issue 39: start-up dominates a pre-commit run on one file).
+
+The worker pool (`concurrent.futures`, `multiprocessing`), the writer's hashing, `tomllib` for a
+pyproject.toml without a `[tool.neuron-migrate]` table and the report formats nobody asked for (`json`
+and `sarif` look up the installed version through `importlib.metadata`) cost a one-file run a third
+of what it adds to libcst's own start-up. Each check runs the real CLI in a fresh interpreter and reads
+which modules it ended with; a positive control shows the same run does import them when it needs them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from migrate import config
+
+# runs the CLI as `python -m migrate` does, then writes the names of the modules it imported to a file
+PROBE = """
+import json, runpy, sys
+out, sys.argv = sys.argv[1], ["neuron-migrate", *sys.argv[2:]]
+try:
+    runpy.run_module("migrate", run_name="__main__", alter_sys=True)
+except SystemExit:
+    pass
+with open(out, "w") as f:
+    json.dump(sorted(sys.modules), f)
+"""
+LAZY = (
+    "concurrent.futures",
+    "multiprocessing",
+    "hashlib",
+    "tomllib",
+    "importlib.metadata",
+    "migrate.writer",
+    "migrate.formats.json",
+    "migrate.formats.sarif",
+    "migrate.formats.markdown",
+    "migrate.formats.github",
+)
+CUDA_SCRIPT = 'import torch\n\nmodel = torch.nn.Linear(2, 2).to("cuda")\n'
+
+
+def imported_by(tmp_path: Path, *args: str) -> set[str]:
+    """The modules a `neuron-migrate ARGS` run in a fresh interpreter has imported when it ends."""
+    out = tmp_path / "modules.json"
+    subprocess.run([sys.executable, "-c", PROBE, str(out), *args], cwd=tmp_path, capture_output=True, timeout=120)
+    return set(json.loads(out.read_text()))
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A CUDA script (one the check would change) in a project whose pyproject.toml configures other tools."""
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
+    (tmp_path / "train.py").write_text(CUDA_SCRIPT)
+    return tmp_path
+
+
+def test_checking_one_file_imports_no_pool_writer_config_parser_or_other_format(project: Path):
+    modules = imported_by(project, "--check", "train.py")
+    assert "migrate.engine" in modules  # the run did migrate the file
+    assert modules.isdisjoint(LAZY), f"a one-file check imported {sorted(modules & set(LAZY))}"
+
+
+def test_the_modules_are_imported_when_the_run_needs_them(project: Path):
+    (project / "pyproject.toml").write_text("[tool.neuron-migrate]\nshim = false\n")
+    modules = imported_by(project, "--write", "--format", "json", "train.py")
+    assert {"tomllib", "importlib.metadata", "migrate.formats.json", "migrate.writer", "hashlib"} <= modules
+    assert "import torch\n" in (project / "train.py").read_text() and '"neuron"' in (project / "train.py").read_text()
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "[tool.neuron-migrate]\nshim = false\n",
+        "[tool]\nneuron-migrate = { shim = false }\n",
+        "tool.neuron-migrate.shim = false\n",
+        "[ 'tool' . \"neuron-migrate\" ]\nshim = false\n",
+        'tool = { "neuron-migrate" = { shim = false } }\n',
+    ],
+)
+def test_the_table_is_read_however_toml_spells_it(tmp_path: Path, spelling: str):
+    """The check that spares parsing a pyproject.toml without the table must not miss one that has it."""
+    (tmp_path / "pyproject.toml").write_text(spelling + '[project]\nname = "x"\n')
+    assert config.load(tmp_path).values == {"shim": False}
+
+
+def test_a_script_entry_named_neuron_migrate_is_no_table(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text('[project.scripts]\nneuron-migrate = "migrate.cli:main"\n[tool.ruff]\n')
+    assert config.load(tmp_path).values == {}
