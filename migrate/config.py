@@ -8,11 +8,15 @@ given on the command line win.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the light install runs on 3.10 too (docs/python.md)
+    import tomli as tomllib
 
 KEYS = {
     "select": list,
