@@ -37,13 +37,21 @@ def main() -> None:
 
 
 @main.command(
-    help="Report Neuron detection, torch-neuronx kind, visible cores, library versions and each patch's state."
+    help="A block to paste into a bug report: Python, OS, C++ compiler, cache directory, torch build, library "
+    "versions, Neuron detection, and each patch's state."
 )
-def doctor() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/doctor.schema.json).")
+@click.option("--verbose", "-v", is_flag=True, help="List every patch, also where none can apply (off Neuron).")
+def doctor(as_json: bool, verbose: bool) -> None:
     from neuroncompat import cuda
 
     cuda.stand_down_in_launcher()
-    for line in doctor_report.report():
+    if as_json:
+        import json
+
+        click.echo(json.dumps(doctor_report.data(), indent=2))
+        return
+    for line in doctor_report.report(verbose):
         click.echo(line)
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from neuroncompat import environment
+from neuroncompat import host
 
 NATIVE = Path(__file__).with_name("native")
 _library: ctypes.CDLL | None = None
@@ -52,17 +52,14 @@ class NativeDeviceUnavailable(RuntimeError):
 
 
 def _cache_dir() -> Path:
-    root = environment.path("NEURONCOMPAT_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "neuroncompat"
-    )
-    return Path(root) / "native"
+    return host.cache_dir() / "native"
 
 
 def _compile_command(output: Path) -> list[str]:
     torch_dir = Path(torch.__file__).parent
     torch_lib = torch_dir / "lib"
     return [
-        os.environ.get("CXX") or "c++",
+        host.compiler(),
         "-O2",
         "-std=c++20",
         "-fPIC",
