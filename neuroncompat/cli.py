@@ -26,12 +26,26 @@ from neuroncompat.simulate import settings as simulate_settings
 from neuroncompat.simulate.op_findings import FALLBACK_ENV
 from neuroncompat.simulate.report import DEFAULT_GRAPH_COST, DEFAULT_MAX_SHAPES, STRICT_EXIT_CODE, STRICT_KINDS
 
+EPILOG = """\b
+Examples:
+  neuroncompat doctor                            what this machine has (paste it into a bug report)
+  neuroncompat simulate -- python train.py       dry-run a script on the simulated Neuron device
+  neuroncompat check path/to/model              will this architecture run on Trainium?
+
+\b
+Exit codes: 0 ok, 1 changes needed or a stage failed, 2 usage or input error,
+130 interrupted; COMMAND --help says more.
+"""
+
 
 @click.group(
     help="Run Hugging Face scripts natively on AWS Trainium (TorchNeuron).",
     context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
+    epilog=EPILOG,
 )
-@click.version_option(neuroncompat.__version__, prog_name="neuroncompat")
+@click.version_option(
+    neuroncompat.__version__, "--version", "-V", prog_name="neuroncompat", message="%(prog)s %(version)s"
+)
 def main() -> None:
     pass
 
