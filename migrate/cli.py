@@ -25,6 +25,7 @@ from migrate import config as config_mod
 from migrate.discover import source_files
 from migrate.engine import Options
 from migrate.formats import FORMATS
+from migrate.progress import on_terminal
 from migrate.registry import Selection
 from migrate.rule_families import get_rule
 
@@ -155,7 +156,10 @@ def main(
         sys.exit(2)
     files = list(source_files(list(paths), frozenset(exclude) | frozenset(cfg.get("exclude", ()))))
     jobs = jobs or cfg.get("jobs") or (runner.default_jobs() if len(files) > 8 else 1)
-    results = runner.run(files, options, jobs=jobs, write=write)
+    progress = on_terminal(len(files), quiet)
+    results = runner.run(files, options, jobs=jobs, write=write, progress=progress)
+    if progress is not None:
+        progress.close()
     mode = "write" if write else "check" if check else "diff"
 
     if fmt != "text":
