@@ -267,12 +267,19 @@ def simulate(
 @click.argument("model")
 def check(fmt: str, tensor_parallel: bool, model: str) -> None:
     from neuroncompat import check as preflight
+    from neuroncompat.check import progress as check_progress
     from neuroncompat.check import report as check_report
 
+    progress = check_progress.on_terminal([model])
+    if progress is not None:
+        progress.start()
     try:
-        result = preflight.check(model, tensor_parallel=tensor_parallel)
+        result = preflight.check(model, tensor_parallel=tensor_parallel, progress=progress)
     except preflight.CheckError as exc:
         raise click.ClickException(str(exc)) from exc
+    finally:
+        if progress is not None:
+            progress.close()
     click.echo(check_report.RENDERERS[fmt](result))
     raise SystemExit(result["exit_code"])
 

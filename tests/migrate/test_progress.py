@@ -6,44 +6,16 @@ shell, while stdout stays a pipe. Without one (captured output, CI logs) stderr 
 
 from __future__ import annotations
 
-import os
-import pty
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+from helpers import stderr_on_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = [p for p in sorted((ROOT / "fixtures" / "cuda").glob("*.py")) if not p.name.endswith(".expected.py")][:6]
-
-
-def stderr_on_a_terminal(command: list[str], cwd: Path) -> tuple[int, bytes, bytes]:
-    """Run `command` with stderr on a pseudo-terminal: (exit status, stdout, what the terminal received)."""
-    controller, terminal = pty.openpty()
-    received = bytearray()
-
-    def read() -> None:  # drained while the process runs, so a full terminal buffer never blocks it
-        while True:
-            try:
-                chunk = os.read(controller, 4096)
-            except OSError:  # EIO: every holder of the terminal side has closed it
-                return
-            if not chunk:
-                return
-            received.extend(chunk)
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    try:
-        done = subprocess.run(command, cwd=cwd, stdout=subprocess.PIPE, stderr=terminal, timeout=120, check=False)
-    finally:
-        os.close(terminal)
-        reader.join(timeout=30)
-        os.close(controller)
-    return done.returncode, done.stdout, bytes(received)
 
 
 @pytest.fixture
