@@ -173,6 +173,12 @@ def _check_fallback_ops(configured: simulate_settings.Settings, given: tuple[str
     help="Also write the report in FORMAT to PATH (repeatable), e.g. --also markdown=report.md.",
 )
 @click.option(
+    "--show-info",
+    is_flag=True,
+    help="List the findings that need no change (int64 on the device while the values fit in int32); by default "
+    "the text report counts them on one line.",
+)
+@click.option(
     "--cuda-redirect",
     is_flag=True,
     help="Run the unmodified CUDA script with NEURONCOMPAT_CUDA=redirect (docs/cuda_redirect.md) and report each "
@@ -189,6 +195,7 @@ def simulate(
     fallback_ops: tuple[str, ...],
     output: str | None,
     also: tuple[str, ...],
+    show_info: bool,
     cuda_redirect: bool,
     command: tuple[str, ...],
 ) -> None:
@@ -198,7 +205,7 @@ def simulate(
     if cuda_redirect:
         os.environ[cuda.ENV] = cuda.MODE
     renderers = {
-        "text": report.render_text,
+        "text": lambda built: report.render_text(built, show_info),
         "json": report.render_json,
         "markdown": simulate_markdown.render,
         "github": simulate_github.render,
@@ -235,8 +242,6 @@ def simulate(
     for name, target in extra:
         target.write_text(renderers[name](built) + "\n")
     text = renderers[fmt](built)
-    if "cuda_redirect" in built and fmt == "text":
-        text += "\n" + redirect_log.render_text(built["cuda_redirect"])
     if output is None:
         click.echo(text)
     else:
