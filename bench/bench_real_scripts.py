@@ -233,8 +233,8 @@ def run_one(entry: dict, variant: str, snapshots: Path, inputs: dict[str, str], 
     row["device"] = "neuron:" + ",".join(map(str, sorted(cores))) if cores else "cpu" if reports else "-"
     errors = [line for line in log.splitlines() if "Error" in line or "error:" in line]
     row["tail"] = (errors[-1] if errors and rc != "0" else "").strip()[:200]
-    if variant == "report":  # the dry-run report's own estimate, in place of an error line
-        estimate = [line for line in log.splitlines() if line.startswith("estimated Neuron compilation")]
+    if variant == "report":  # the dry-run report's verdict (its compile estimate), in place of an error line
+        estimate = [line for line in log.splitlines() if line.startswith("verdict: ")]
         row["tail"] = row["tail"] or (estimate[-1] if estimate else "no report printed")
     (work / "log.txt").write_text(log)
     row["log"] = str(work / "log.txt")

@@ -26,6 +26,7 @@ from migrate import config as config_mod
 from migrate.discover import source_files
 from migrate.engine import Options
 from migrate.formats import FORMATS
+from migrate.progress import on_terminal
 from migrate.registry import Selection
 from migrate.rule_families import get_rule
 
@@ -34,7 +35,24 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v.strip().upper() for value in values for v in value.split(",") if v.strip())
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+EPILOG = """\b
+Examples:
+  neuron-migrate train.py              show the diff for one script
+  neuron-migrate --write src/          migrate a tree in place
+  neuron-migrate --check .             in CI or pre-commit: exit 1 while anything needs migrating
+  neuron-migrate - < train.py          a script on stdin, the migrated script on stdout
+
+\b
+Exit codes: 0 nothing to change (or all written), 1 changes needed (--check),
+2 usage or input error, 130 interrupted.
+"""
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
+# the version is looked up in the package metadata only when asked for (the CLI's start-up stays light)
+@click.version_option(
+    None, "--version", "-V", package_name="neuroncompat", prog_name="neuron-migrate", message="%(prog)s %(version)s"
+)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @click.option("--write", is_flag=True, help="Apply the changes in place.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when any file would change.")
@@ -79,8 +97,8 @@ def main(
     """Port CUDA Hugging Face scripts under PATHS to native TorchNeuron.
 
     PATHS are Python files, notebooks (.ipynb), accelerate/recipe YAML configs and shell
-    launchers, or directories holding them. Shows a unified diff by default; --write applies
-    it; --check is for CI and pre-commit.
+    launchers, or directories holding them; `-` is a Python script on stdin. Shows a unified
+    diff by default; --write applies it; --check is for CI and pre-commit.
     """
     if explain:
         from migrate.docs import explain as render
@@ -126,13 +144,23 @@ def main(
     options = Options(
         selection=selection, shim=not no_shim and cfg.get("shim", True), neuron_kernels=tuple(sorted(kernels.items()))
     )
+    if "-" in paths:
+        if len(paths) > 1 or write or fmt not in (None, "text"):
+            click.echo("neuron-migrate: `-` (stdin) goes alone, without --write or --format", err=True)
+            sys.exit(2)
+        from migrate import stdin
+
+        sys.exit(stdin.run(options, check))
     fmt = fmt or cfg.get("format", "text")
     if fmt not in FORMATS:
         click.echo(f"neuron-migrate: unknown format {fmt!r} in pyproject.toml (one of {', '.join(FORMATS)})", err=True)
         sys.exit(2)
     files = list(source_files(list(paths), frozenset(exclude) | frozenset(cfg.get("exclude", ()))))
     jobs = jobs or cfg.get("jobs") or (runner.default_jobs() if len(files) > 8 else 1)
-    results = runner.run(files, options, jobs=jobs, write=write)
+    progress = on_terminal(len(files), quiet)
+    results = runner.run(files, options, jobs=jobs, write=write, progress=progress)
+    if progress is not None:
+        progress.close()
     mode = "write" if write else "check" if check else "diff"
 
     if fmt != "text":

@@ -16,6 +16,7 @@ script entry or a description mentioning the tool does not count.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,10 @@ def load(start: Path) -> Config:
         raise ConfigError(f"{path}: {exc}") from exc
     if not _MAY_HOLD_TABLE.search(text):
         return Config(source=path)
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # the light install runs on 3.10 too (docs/python.md)
+        import tomli as tomllib
 
     try:
         data = tomllib.loads(text)

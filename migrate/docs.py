@@ -57,6 +57,10 @@ def rules_markdown() -> str:
         "imports torch, transformers, trl, accelerate, peft or diffusers gets it even when no rule "
         "rewrites anything: under `accelerate launch`/torchrun every worker runs the script, and "
         "without the import the workers start without the shim (`--no-shim` turns this off). "
+        "The line goes where isort and ruff's `I001` sort it among the script's third-party imports, "
+        "as `import neuroncompat  # noqa: F401  (...)`: the name is never used, and without the "
+        "comment `ruff check --fix` (pyflakes' F401) deletes it; `--check` accepts it wherever a "
+        "formatter moves it at module level. "
         "`DistributedDataParallel(model, device_ids=[r])` is left as written: with ids, DDP moves "
         "each CPU input batch to the model's NeuronCore.\n\n",
     ]

@@ -5,9 +5,14 @@ passes here add what was asked for, once:
 
 - `FileContext.module_ref("torch.distributed")` queues `import torch` (plain module imports:
   `os` for `LOCAL_RANK`, `torch` for `torch.bfloat16` where only `from torch import ...` was
-  used). `add_imports` inserts them, and `import neuroncompat` into migrated entry scripts,
-  after the module docstring and any `from __future__` imports, never twice (the engine's
-  import fix-up pass, one edit of the module's top after the rules ran).
+  used). `add_imports` inserts them after the module docstring and any `from __future__`
+  imports, never twice (the engine's import fix-up pass, one edit of the module's top after
+  the rules ran).
+- `import neuroncompat` goes into migrated entry scripts as `SHIM_LINE`, where isort and ruff's
+  `I001` would sort it among the script's third-party imports, with a `# noqa: F401`: the
+  script never uses the name (the import is for its patches), so without the comment
+  `ruff check --fix` deletes it and the next `neuron-migrate --check` fails again; out of
+  order, isort and ruff move it and a pre-commit run of both never settles.
 - `FileContext.name_ref("transformers.distributed", "DistributedConfig")` queues
   `from transformers.distributed import DistributedConfig`. The legacy import rewrite
   (`migrate.rules.legacy_imports`) places such names where the replaced Optimum Neuron or
@@ -20,12 +25,18 @@ too long), which is also how the legacy rewrite writes the native imports it sub
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import libcst as cst
 
 SHIM = "neuroncompat"
+# the name is unused where it is imported: the comment keeps pyflakes/ruff's F401 fix from deleting it
+SHIM_LINE = "import neuroncompat  # noqa: F401  (patches torch and Hugging Face for Neuron)\n"
+# the libraries an entry script imports that make it want the shim (`migrate.facts.wants_shim`)
+_SHIMMED = frozenset({"torch", "transformers", "trl", "accelerate", "peft", "diffusers"})
+_NOT_THIRD_PARTY = sys.stdlib_module_names | {"__future__"}
 
 
 def _is_docstring(stmt: cst.BaseStatement) -> bool:
@@ -56,10 +67,22 @@ def top_level_imports(module: cst.Module) -> set[str]:
 
 
 def add_imports(module: cst.Module, modules: list[str]) -> cst.Module:
-    """Insert `import m` for each of `modules` not already imported at module level."""
+    """Insert `import m` for each of `modules` not already imported at module level.
+
+    Plain modules go to the top; then the shim goes where isort would sort it (`_add_shim`),
+    so it is sorted among an `import torch` added here too.
+    """
     present = top_level_imports(module)
     wanted = [m for m in modules if m not in present]
-    if not wanted:
+    module = _add_at_top(module, [m for m in wanted if m != SHIM])
+    if SHIM in wanted:
+        module = _add_shim(module) or _add_at_top(module, [SHIM])
+    return module
+
+
+def _add_at_top(module: cst.Module, modules: list[str]) -> cst.Module:
+    """`import m` for each of `modules`, after the module docstring and any `from __future__` imports."""
+    if not modules:
         return module
     body = list(module.body)
     index = 0
@@ -67,18 +90,78 @@ def add_imports(module: cst.Module, modules: list[str]) -> cst.Module:
         index = 1
     while index < len(body) and _is_future(body[index]):
         index += 1
-    new = [cst.parse_statement(f"import {m}") for m in wanted]
+    new = [cst.parse_statement(SHIM_LINE if m == SHIM else f"import {m}") for m in modules]
     if index < len(body):
         following = body[index]
         leading = list(following.leading_lines)
         if leading and leading[0].comment is None:
-            # the blank line that separated the docstring from the code now precedes the shim
+            # the blank line that separated the docstring from the code now precedes the new imports
             new[0] = new[0].with_changes(leading_lines=[leading[0]])
             body[index] = following.with_changes(leading_lines=leading[1:])
     elif index > 0:
         new[0] = new[0].with_changes(leading_lines=[cst.EmptyLine()])
     body[index:index] = new
     return module.with_changes(body=body)
+
+
+def _import_root(stmt: cst.BaseStatement) -> tuple[int, str] | None:
+    """isort's default sort key of a one-import statement line: plain imports first, then `from`, by module."""
+    if type(stmt) is not cst.SimpleStatementLine or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if type(small) is cst.Import:
+        return 0, alias_name(small.names[0]).lower()
+    if type(small) is cst.ImportFrom and not small.relative and small.module is not None:
+        return 1, cst.Module([]).code_for_node(small.module).lower()
+    return None
+
+
+def _imported_root(stmt: cst.BaseStatement) -> str | None:
+    """The top-level package a one-import line imports from (`torch` for `from torch.nn import X`)."""
+    key = _import_root(stmt)
+    return key[1].split(".")[0] if key else None
+
+
+def _add_shim(module: cst.Module) -> cst.Module | None:
+    """`module` with `SHIM_LINE` sorted into the section of its first module-level shimmed import.
+
+    Or of its first third-party import where none imports a shimmed library at module level.
+
+    A section is a run of import lines with no blank line between them, as isort writes them;
+    the shim goes before the first line isort orders after `import neuroncompat` (plain imports
+    come before `from` imports). None where no such import is at module level (imports inside
+    `try:`), and the caller puts the shim at the top.
+    """
+    body = list(module.body)
+    roots = [_imported_root(s) for s in body]
+    anchor = next((i for i, root in enumerate(roots) if root in _SHIMMED), None)
+    if anchor is None:  # `from vllm import LLM` where torch comes in through it: any third-party import
+        anchor = next((i for i, root in enumerate(roots) if root and root not in _NOT_THIRD_PARTY), None)
+    if anchor is None:
+        return None
+    start = anchor
+    while start > 0 and _import_root(body[start - 1]) and not _blank_above(body[start]):
+        start -= 1
+    end = anchor
+    while end + 1 < len(body) and _import_root(body[end + 1]) and not _blank_above(body[end + 1]):
+        end += 1
+    shim_key = (0, SHIM)
+    index = next((i for i in range(start, end + 1) if (_import_root(body[i]) or shim_key) > shim_key), end + 1)
+    shim = cst.parse_statement(SHIM_LINE)
+    if index == start:  # the blank lines above the section now precede the shim; comments stay with their line
+        leading = list(body[start].leading_lines)
+        blanks = 0
+        while blanks < len(leading) and leading[blanks].comment is None:
+            blanks += 1
+        shim = shim.with_changes(leading_lines=leading[:blanks])
+        body[start] = body[start].with_changes(leading_lines=leading[blanks:])
+    body.insert(index, shim)
+    return module.with_changes(body=body)
+
+
+def _blank_above(stmt: cst.SimpleStatementLine | cst.BaseCompoundStatement) -> bool:
+    """Whether a blank line precedes `stmt`: isort separates sections with one."""
+    return any(line.comment is None for line in stmt.leading_lines)
 
 
 # ---- `from M import name` ------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the pool and the writer are imported where used: one file c
     from concurrent.futures import Future
 
 NOT_WRITTEN = "changed during the run, not written"
+_CHUNK_MAX = 32  # files a worker task holds at most
 
 # (the result, the digest of the bytes it was migrated from; None when nothing was read or nothing will be written)
 _Outcome = tuple[FileResult, bytes | None]
@@ -55,13 +56,26 @@ def _migrate_path(args: _Work) -> _Outcome:
         ), None
 
 
-def run(paths: Iterable[Path], options: Options, jobs: int, write: bool) -> list[FileResult]:
-    """Migrate every path; with `write`, apply changes. Results come back in input order."""
+def run(
+    paths: Iterable[Path],
+    options: Options,
+    jobs: int,
+    write: bool,
+    progress: Callable[[int], None] | None = None,
+) -> list[FileResult]:
+    """Migrate every path; with `write`, apply changes. Results come back in input order.
+
+    `progress` is called with the number of files done so far (`migrate.progress`).
+    """
     work = [(str(p), options, write) for p in paths]
+    report = progress or (lambda done: None)
     if jobs > 1 and len(work) > 1:
-        outcomes = _in_pool(work, min(jobs, len(work)))
+        outcomes = _in_pool(work, min(jobs, len(work)), report)
     else:
-        outcomes = [_migrate_path(w) for w in work]
+        outcomes = []
+        for item in work:
+            outcomes.append(_migrate_path(item))
+            report(len(outcomes))
     if write:
         _write(outcomes)
     return [result for result, _ in outcomes]
@@ -90,14 +104,15 @@ def _write(outcomes: list[_Outcome]) -> None:
             result.error = f"{result.path}: cannot write: {exc}"
 
 
-def _in_pool(work: list[_Work], jobs: int) -> list[_Outcome]:
+def _in_pool(work: list[_Work], jobs: int, report: Callable[[int], None]) -> list[_Outcome]:
     """Migrate `work` in `jobs` worker processes, surviving workers that die.
 
     Files go to the workers in chunks (one round trip per chunk, not per file). After a worker
     dies, the files left are handed out one at a time; if one dies again, the files that were in
     flight (the first unfinished ones in submission order: each worker holds one and the executor
     queues `jobs + 1` more) each run alone, so the file that kills its process is named. Every
-    round after the first settles at least those, so the loop ends.
+    round after the first settles at least those, so the loop ends. Chunks hold at most `_CHUNK_MAX`
+    files, so the progress line moves every few seconds on a large tree.
 
     `concurrent.futures` and `multiprocessing` are imported by the pool's functions, not with the
     module: a run over one file (a pre-commit hook) starts no pool, and the two cost a tenth of its
@@ -105,9 +120,9 @@ def _in_pool(work: list[_Work], jobs: int) -> list[_Outcome]:
     """
     outcomes: dict[int, _Outcome] = {}
     remaining = list(range(len(work)))
-    chunk = max(1, len(work) // (jobs * 4))
+    chunk = max(1, min(len(work) // (jobs * 4), _CHUNK_MAX))
     while remaining:
-        broken = _pool_round(work, remaining, jobs, chunk, outcomes)
+        broken = _pool_round(work, remaining, jobs, chunk, outcomes, report)
         remaining = [i for i in remaining if i not in outcomes]
         if not broken:
             break
@@ -117,13 +132,21 @@ def _in_pool(work: list[_Work], jobs: int) -> list[_Outcome]:
         suspects, remaining = remaining[: 2 * jobs + 1], remaining[2 * jobs + 1 :]
         for i in suspects:
             outcomes[i] = _alone(work[i])
+            report(len(outcomes))
     return [outcomes[i] for i in range(len(work))]
 
 
-def _pool_round(work: list[_Work], indices: list[int], jobs: int, chunk: int, outcomes: dict[int, _Outcome]) -> bool:
-    """Run `indices` in a fresh pool, `chunk` files a task, storing each outcome; True when a worker
-    died and broke the pool."""
-    from concurrent.futures import ProcessPoolExecutor, wait
+def _pool_round(
+    work: list[_Work],
+    indices: list[int],
+    jobs: int,
+    chunk: int,
+    outcomes: dict[int, _Outcome],
+    report: Callable[[int], None],
+) -> bool:
+    """Run `indices` in a fresh pool, `chunk` files a task, storing each outcome as its task ends; True
+    when a worker died and broke the pool."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
     futures: dict[Future[list[_Outcome]], list[int]] = {}
@@ -135,12 +158,13 @@ def _pool_round(work: list[_Work], indices: list[int], jobs: int, chunk: int, ou
                 futures[pool.submit(_migrate_paths, [work[i] for i in batch])] = batch
         except BrokenProcessPool:  # a worker died before every file was handed out
             broken = True
-        wait(futures)
-    for future, batch in futures.items():
-        try:
-            outcomes.update(zip(batch, future.result()))
-        except BrokenProcessPool:
-            broken = True
+        for future in as_completed(futures):
+            try:
+                outcomes.update(zip(futures[future], future.result()))
+            except BrokenProcessPool:
+                broken = True
+            else:
+                report(len(outcomes))
     return broken
 
 

@@ -26,24 +26,46 @@ from neuroncompat.simulate import settings as simulate_settings
 from neuroncompat.simulate.op_findings import FALLBACK_ENV
 from neuroncompat.simulate.report import DEFAULT_GRAPH_COST, DEFAULT_MAX_SHAPES, STRICT_EXIT_CODE, STRICT_KINDS
 
+EPILOG = """\b
+Examples:
+  neuroncompat doctor                            what this machine has (paste it into a bug report)
+  neuroncompat simulate -- python train.py       dry-run a script on the simulated Neuron device
+  neuroncompat check path/to/model              will this architecture run on Trainium?
+
+\b
+Exit codes: 0 ok, 1 changes needed or a stage failed, 2 usage or input error,
+130 interrupted; COMMAND --help says more.
+"""
+
 
 @click.group(
     help="Run Hugging Face scripts natively on AWS Trainium (TorchNeuron).",
     context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
+    epilog=EPILOG,
 )
-@click.version_option(neuroncompat.__version__, prog_name="neuroncompat")
+@click.version_option(
+    neuroncompat.__version__, "--version", "-V", prog_name="neuroncompat", message="%(prog)s %(version)s"
+)
 def main() -> None:
     pass
 
 
 @main.command(
-    help="Report Neuron detection, torch-neuronx kind, visible cores, library versions and each patch's state."
+    help="A block to paste into a bug report: Python, OS, C++ compiler, cache directory, torch build, library "
+    "versions, Neuron detection, and each patch's state."
 )
-def doctor() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (docs/doctor.schema.json).")
+@click.option("--verbose", "-v", is_flag=True, help="List every patch, also where none can apply (off Neuron).")
+def doctor(as_json: bool, verbose: bool) -> None:
     from neuroncompat import cuda
 
     cuda.stand_down_in_launcher()
-    for line in doctor_report.report():
+    if as_json:
+        import json
+
+        click.echo(json.dumps(doctor_report.data(), indent=2))
+        return
+    for line in doctor_report.report(verbose):
         click.echo(line)
 
 
@@ -151,6 +173,12 @@ def _check_fallback_ops(configured: simulate_settings.Settings, given: tuple[str
     help="Also write the report in FORMAT to PATH (repeatable), e.g. --also markdown=report.md.",
 )
 @click.option(
+    "--show-info",
+    is_flag=True,
+    help="List the findings that need no change (int64 on the device while the values fit in int32); by default "
+    "the text report counts them on one line.",
+)
+@click.option(
     "--cuda-redirect",
     is_flag=True,
     help="Run the unmodified CUDA script with NEURONCOMPAT_CUDA=redirect (docs/cuda_redirect.md) and report each "
@@ -167,6 +195,7 @@ def simulate(
     fallback_ops: tuple[str, ...],
     output: str | None,
     also: tuple[str, ...],
+    show_info: bool,
     cuda_redirect: bool,
     command: tuple[str, ...],
 ) -> None:
@@ -176,7 +205,7 @@ def simulate(
     if cuda_redirect:
         os.environ[cuda.ENV] = cuda.MODE
     renderers = {
-        "text": report.render_text,
+        "text": lambda built: report.render_text(built, show_info),
         "json": report.render_json,
         "markdown": simulate_markdown.render,
         "github": simulate_github.render,
@@ -213,8 +242,6 @@ def simulate(
     for name, target in extra:
         target.write_text(renderers[name](built) + "\n")
     text = renderers[fmt](built)
-    if "cuda_redirect" in built and fmt == "text":
-        text += "\n" + redirect_log.render_text(built["cuda_redirect"])
     if output is None:
         click.echo(text)
     else:
@@ -245,12 +272,19 @@ def simulate(
 @click.argument("model")
 def check(fmt: str, tensor_parallel: bool, model: str) -> None:
     from neuroncompat import check as preflight
+    from neuroncompat.check import progress as check_progress
     from neuroncompat.check import report as check_report
 
+    progress = check_progress.on_terminal([model])
+    if progress is not None:
+        progress.start()
     try:
-        result = preflight.check(model, tensor_parallel=tensor_parallel)
+        result = preflight.check(model, tensor_parallel=tensor_parallel, progress=progress)
     except preflight.CheckError as exc:
         raise click.ClickException(str(exc)) from exc
+    finally:
+        if progress is not None:
+            progress.close()
     click.echo(check_report.RENDERERS[fmt](result))
     raise SystemExit(result["exit_code"])
 

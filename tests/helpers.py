@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import pty
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,3 +27,29 @@ def run_python(
         text=True,
         timeout=timeout,
     )
+
+
+def stderr_on_a_terminal(command: list[str], cwd: Path, timeout: int = 120) -> tuple[int, bytes, bytes]:
+    """Run `command` with stderr on a pseudo-terminal: (exit status, stdout, what the terminal received)."""
+    controller, terminal = pty.openpty()
+    received = bytearray()
+
+    def read() -> None:  # drained while the process runs, so a full terminal buffer never blocks it
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: every holder of the terminal side has closed it
+                return
+            if not chunk:
+                return
+            received.extend(chunk)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        done = subprocess.run(command, cwd=cwd, stdout=subprocess.PIPE, stderr=terminal, timeout=timeout, check=False)
+    finally:
+        os.close(terminal)
+        reader.join(timeout=30)
+        os.close(controller)
+    return done.returncode, done.stdout, bytes(received)

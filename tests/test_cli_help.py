@@ -59,3 +59,23 @@ def test_scenarios_run_directly_without_a_neuron_device_say_how_in_one_line(tmp_
         "python -m neuroncompat.simulate.scenarios: no Neuron device here; dry-run the scenario on the simulated one: "
         "neuroncompat simulate -- python -m neuroncompat.simulate.scenarios grpo --cache dynamic\n"
     )
+
+
+@pytest.mark.slow  # a fresh interpreter importing the CLI (and torch), twice
+def test_neuroncompat_version_and_help_end_with_examples_and_exit_codes() -> None:
+    import neuroncompat
+
+    for flag in ("--version", "-V"):
+        version = subprocess.run([sys.executable, "-m", "neuroncompat.cli", flag], capture_output=True, text=True)
+        assert (version.returncode, version.stdout) == (0, f"neuroncompat {neuroncompat.__version__}\n")
+    text = run_python("from neuroncompat.cli import main; main(['--help'], prog_name='neuroncompat')").stdout
+    examples, _, codes = text.partition("Examples:\n")[2].partition("\n\n")
+    assert [line.split()[:2] for line in examples.splitlines()] == [
+        ["neuroncompat", "doctor"],
+        ["neuroncompat", "simulate"],
+        ["neuroncompat", "check"],
+    ]
+    assert " ".join(codes.split()) == (
+        "Exit codes: 0 ok, 1 changes needed or a stage failed, 2 usage or input error, 130 interrupted; "
+        "COMMAND --help says more."
+    )

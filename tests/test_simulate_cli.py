@@ -80,7 +80,14 @@ def test_failing_script_keeps_its_exit_code_and_still_gets_the_report(tmp_path: 
     assert code == 3, err
     report = out[out.index("neuroncompat simulate:") :].splitlines()
     assert report[1] == "the script FAILED with exit code 3: the counts cover what ran before it stopped"
-    assert report[2].startswith("estimated Neuron compilation: about 3 min (distinct graphs x 30 s")
+    assert report[-2] == (
+        "verdict: the script FAILED (exit code 3) after compiling 6 graph(s), about 3 min on trn2 at 30 s each "
+        "(--graph-cost)"
+    )
+    assert (
+        report[-1]
+        == f"next: fix the failure above, then dry-run again: neuroncompat simulate -- {sys.executable} decode.py"
+    )
     assert (
         "rank 0: 0 compiled graph(s), 6 eager forward shape(s) -> about 3 min of Neuron compilation at 30 s each"
         in report

@@ -295,9 +295,17 @@ def test_complex_float64_and_int64_on_the_device_are_reported_saying_what_is_unk
     # --strict alone fails on complex and float64, not on the informational int64.
     assert {v["kind"] for v in built["strict"]["violations"]} == {"complex_on_device", "fp64_on_device"}
     text = report.render_text(built)
-    assert text.count("unknown on trn2:") == 3  # once per kind
-    assert f"INT64 ON DEVICE at {test}:{here + 6}" in text
+    assert text.count("unknown on trn2:") == 2  # once per kind listed; int64 needs no change: counted, not listed
+    assert "INT64 ON DEVICE" not in text
+    assert (
+        "1 finding(s) need no change (int64 on the device while the values fit in int32); --show-info lists them"
+        in text
+    )
+    listed = report.render_text(built, show_info=True)
+    assert listed.count("unknown on trn2:") == 3
+    assert f"INT64 ON DEVICE at {test}:{here + 6}" in listed
     assert "| complex on device |" in markdown.render(built)
+    assert "int64 on device" not in markdown.render(built) + github.render(built)
     jsonschema.validate(json.loads(report.render_json(built)), SCHEMA)
 
 

@@ -25,6 +25,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,22 +61,31 @@ def config_file(model: str) -> Path:
         ) from exc
 
 
-def check(model: str, timeout: float = TIMEOUT_S, tensor_parallel: bool = False) -> dict[str, Any]:
+def check(
+    model: str,
+    timeout: float = TIMEOUT_S,
+    tensor_parallel: bool = False,
+    progress: Callable[[int, str], None] | None = None,
+) -> dict[str, Any]:
     """Run the stages on MODEL's architecture; the worker's result plus ``model`` and ``exit_code``.
 
     ``tensor_parallel`` adds the 2-rank stage (``DistributedConfig(tp_size=2)`` under ``torchrun``): two more
     processes, about 8 s on 2 cores, so it is asked for rather than run by default."""
-    result = check_many([model], timeout, tensor_parallel)[0]
+    result = check_many([model], timeout, tensor_parallel, progress)[0]
     if isinstance(result, CheckError):
         raise result
     return result
 
 
 def check_many(
-    models: list[str], timeout: float = TIMEOUT_S, tensor_parallel: bool = False
+    models: list[str],
+    timeout: float = TIMEOUT_S,
+    tensor_parallel: bool = False,
+    progress: Callable[[int, str], None] | None = None,
 ) -> list[dict[str, Any] | CheckError]:
     """:func:`check` each of ``models`` in one worker process, in turn; a model that cannot be checked gets its
-    :class:`CheckError` in its place. ``timeout`` is for them all; each result's ``seconds`` is its own time."""
+    :class:`CheckError` in its place. ``timeout`` is for them all; each result's ``seconds`` is its own time.
+    ``progress`` is called with a model's index and its step as the worker starts each (``check/progress.py``)."""
     configs = [config_file(model) for model in models]
     with tempfile.TemporaryDirectory(prefix="neuroncompat-check-") as scratch:
         outs = [Path(scratch) / f"result-{n}.json" for n in range(len(models))]
@@ -86,6 +97,9 @@ def check_many(
         ]
         for config, out in zip(configs, outs):
             command += [str(config.resolve()), str(out)]
+        relay = _Relay(progress) if progress is not None else None
+        if relay is not None:
+            command[3:3] = ["--progress-fd", str(relay.write_fd)]
         try:
             # `python -m` puts its working directory first on sys.path: the empty scratch directory, so a
             # user's concurrent.py or torch.py beside the model cannot shadow what the worker imports.
@@ -96,11 +110,15 @@ def check_many(
                 capture_output=True,
                 text=True,
                 timeout=timeout,
+                pass_fds=() if relay is None else (relay.write_fd,),
             )
         except subprocess.TimeoutExpired as exc:
             if len(models) == 1:
                 raise CheckError(f"{models[0]}: the check took more than {timeout:.0f} s") from exc
             raise CheckError(f"{', '.join(models)}: the checks took more than {timeout:.0f} s") from exc
+        finally:
+            if relay is not None:
+                relay.close()
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
         results: list[dict[str, Any] | CheckError] = []
         for model, out in zip(models, outs):
@@ -119,3 +137,27 @@ def check_many(
             result["exit_code"] = 0 if all(s["status"] in ("pass", "skipped") for s in result["stages"]) else 1
             results.append(result)
     return results
+
+
+class _Relay:
+    """A pipe the worker writes ``MODEL_INDEX STEP`` lines to, read by a thread that calls ``progress``.
+
+    The worker inherits the write end (``pass_fds``); ours is closed once the worker has ended, so the
+    thread reads to the end of the pipe and stops.
+    """
+
+    def __init__(self, progress: Callable[[int, str], None]) -> None:
+        read_fd, self.write_fd = os.pipe()
+        self._thread = threading.Thread(target=self._read, args=(read_fd, progress), daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _read(read_fd: int, progress: Callable[[int, str], None]) -> None:
+        with os.fdopen(read_fd) as lines:
+            for line in lines:
+                index, _, step = line.strip().partition(" ")
+                progress(int(index), step)
+
+    def close(self) -> None:
+        os.close(self.write_fd)
+        self._thread.join()

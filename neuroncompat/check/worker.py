@@ -271,8 +271,13 @@ def _build(full: Any, dtype: torch.dtype) -> tuple[Any, Any]:
     raise first
 
 
-def run(config_path: Path, tensor_parallel: bool = False) -> dict[str, Any]:
+def run(
+    config_path: Path, tensor_parallel: bool = False, announce: Callable[[str], None] = lambda step: None
+) -> dict[str, Any]:
+    """Check one model; ``announce`` is told each step as it starts (the progress line, ``check/progress.py``)."""
     from transformers import AutoConfig
+
+    announce("build")
 
     began = time.perf_counter()
     full = AutoConfig.from_pretrained(config_path)
@@ -402,6 +407,7 @@ def run(config_path: Path, tensor_parallel: bool = False) -> dict[str, Any]:
         if tensor_parallel:
             stages["tensor-parallel"] = tensor_parallel_stage
         for name, stage in stages.items():
+            announce(name)
             needs = "load" if name != "load" else None
             if needs and "neuron" not in state:
                 result["stages"].append({"stage": name, "status": "skipped", "detail": "the model did not load"})
@@ -437,14 +443,26 @@ def run(config_path: Path, tensor_parallel: bool = False) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Check each ``CONFIG_JSON OUT_JSON`` pair in turn; a model that cannot be checked writes its ``error``."""
+    """Check each ``CONFIG_JSON OUT_JSON`` pair in turn; a model that cannot be checked writes its ``error``.
+
+    ``--progress-fd N`` (first) names a pipe to write ``MODEL_INDEX STEP`` lines to as each step starts.
+    """
     pairs = sys.argv[1:]
+    progress = None
+    if pairs[:1] == ["--progress-fd"]:
+        progress = open(int(pairs[1]), "w", buffering=1)  # line-buffered: each step reaches the parent as it starts
+        pairs = pairs[2:]
     tensor_parallel = bool(pairs) and pairs[0] == "--tensor-parallel"
     pairs = pairs[1:] if tensor_parallel else pairs
-    for config_path, out_path in zip(pairs[::2], pairs[1::2]):
+    for index, (config_path, out_path) in enumerate(zip(pairs[::2], pairs[1::2])):
         shim.log_changes_again()  # each model's report names the patches that acted for it
+
+        def announce(step: str, index: int = index) -> None:
+            if progress is not None:
+                progress.write(f"{index} {step}\n")
+
         try:
-            result = run(Path(config_path), tensor_parallel)
+            result = run(Path(config_path), tensor_parallel, announce)
         except Exception:  # the config cannot be shrunk or built: this model's answer, the next one still runs
             result = {"error": "\n".join(traceback.format_exc().strip().splitlines()[-15:])}
         Path(out_path).write_text(json.dumps(result, indent=1))

@@ -1,8 +1,9 @@
 """``neuroncompat simulate --format github``: GitHub Actions workflow commands (annotations on the PR).
 
-One annotation per finding and per shape-churn warning, at the user's line: ``::error`` for the
-kinds ``--strict`` fails on, ``::warning`` for the rest, and an ``::error`` without a file when
-the script itself failed. Values are escaped as the Actions toolkit does (``%``, CR, LF; plus ``:``
+One annotation per finding to act on and per shape-churn warning, at the user's line: ``::error`` for
+the kinds ``--strict`` fails on, ``::warning`` for the rest, and an ``::error`` without a file when the
+script itself failed. A finding that needs no change (``informational``) gets none, unless ``--strict``
+was told to fail on its kind. Values are escaped as the Actions toolkit does (``%``, CR, LF; plus ``:``
 and ``,`` in properties), as ``neuron-migrate --format github`` does. A location outside the
 working directory (a library) gets no ``file``: GitHub could not place it.
 """
@@ -59,6 +60,8 @@ def render(report: dict[str, Any]) -> str:
             level = "error" if kind in strict else "warning"
             out.append(_command(level, warning["user"] or warning["site"], _TITLE[warning["kind"]], message))
         for finding in rank["findings"]:
+            if finding.get("informational") and finding["kind"] not in strict:
+                continue  # needs no change: not a warning on the pull request
             message = f"rank {rank['rank']}: {finding['description']} (x{finding['count']})"
             message += f"\nfix: {fix_text(finding)}"
             if finding.get("unknown"):

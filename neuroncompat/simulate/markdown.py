@@ -1,6 +1,7 @@
 """``neuroncompat simulate --format markdown``: the report as a pull-request comment.
 
-A summary line, a per-rank table, then the findings and shape-churn warnings with their fixes.
+A summary line, a per-rank table, then the findings to act on and shape-churn warnings with their fixes,
+a line counting the findings that need no change, and the verdict with the next command (``verdict.py``).
 The first line is a hidden marker (not neuron-migrate's), so a CI job can post this and
 ``neuron-migrate --format markdown`` in one comment and find its own part again. Long lists are
 cut to :data:`ROWS` rows per table (the JSON report has everything).
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuroncompat.simulate import pipeline_report
+from neuroncompat.simulate import pipeline_report, verdict
 from neuroncompat.simulate import report as simulate_report
 
 MARKER = "<!-- neuroncompat simulate report -->"
@@ -69,7 +70,7 @@ def render(report: dict[str, Any]) -> str:
     if report["missing_ranks"]:
         missing = ", ".join(map(str, report["missing_ranks"]))
         out.append(f"\nNo record from rank(s) {missing}: killed before they could write one.\n")
-    findings = [(rank["rank"], f) for rank in ranks for f in rank["findings"]]
+    findings = [(rank["rank"], f) for rank in ranks for f in rank["findings"] if not f.get("informational")]
     if findings:
         out.append("\n### Findings\n\n| rank | kind | where | what | times | fix |\n|---|---|---|---|---|---|\n")
         for rank, finding in findings[:ROWS]:
@@ -101,6 +102,9 @@ def render(report: dict[str, Any]) -> str:
     if violations:
         kinds = ", ".join(report["strict"]["kinds"])
         out.append(f"\n**Strict ({kinds}) failed** on {len(violations)} finding(s).\n")
+    *info, last, following = verdict.lines(report, show_info=False)
+    out.append("\n" + "".join(f"{_cell(line).replace('--show-info', '`--show-info`')}\n\n" for line in info))
+    out.append(f"**{_cell(last)}**  \n{_cell(following)}\n")
     return "".join(out)
 
 

@@ -140,6 +140,7 @@ def _findings(record: dict[str, Any]) -> list[dict[str, Any]]:
                 "fix": {"id": fix.id, "message": fix.message},
                 "references": references,
                 "unknown": unknown,
+                "informational": kind in dtype_findings.NOT_STRICT_BY_DEFAULT,
             }
         )
     return sorted(out, key=lambda f: (FINDING_KINDS.index(f["kind"]), f["where"], f["what"]))
@@ -179,10 +180,13 @@ def owner_of(site: str | None, user: str | None) -> str | None:
 
 
 def fix_text(finding: dict[str, Any]) -> str:
-    """The fix line of a finding: in library code, addressed to that library's maintainers."""
+    """The fix line of a finding: in library code, addressed to that library's maintainers.
+
+    Never for an informational finding: nothing needs changing there, so nothing is a bug to report.
+    """
     message = finding["fix"]["message"]
     owner = finding.get("owner")
-    if owner is None:
+    if owner is None or finding.get("informational"):
         return message
     return f"in {owner}'s code, not yours: report it to {owner} (the fix there: {message})"
 
@@ -338,7 +342,7 @@ def _varying_inputs(graphs: list[dict[str, Any]]) -> set[int]:
     return {i for i in range(len(graphs[0]["inputs"])) if len({json.dumps(g["inputs"][i]) for g in graphs}) > 1}
 
 
-def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> list[str]:
+def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str, show_info: bool) -> list[str]:
     cost = report["graph_cost_seconds"]
     summary = (
         f"{label}: {rank['compiled_graphs']} compiled graph(s), {rank['eager_shapes']} eager forward shape(s)"
@@ -400,6 +404,8 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str) -> lis
         lines.extend(f"    fix: {fix['message']}" for fix in warning["fixes"])
     explained: set[str] = set()
     for finding in rank["findings"]:
+        if finding.get("informational") and not show_info:
+            continue  # counted on one line at the end (verdict.py)
         title = FINDING_TITLES[finding["kind"]]
         lines.append(f"  {title} at {finding_place(finding)}: {finding['description']} (x{finding['count']})")
         lines.append(f"    fix: {fix_text(finding)}")
@@ -439,26 +445,23 @@ def finding_place(finding: dict[str, Any]) -> str:
     return place
 
 
-def render_text(report: dict[str, Any]) -> str:
-    cost = duration(report["graph_cost_seconds"])
+def render_text(report: dict[str, Any], show_info: bool = False) -> str:
+    """The report for reading, ending on the verdict and the next command (``verdict.py``); findings that
+    need no change are counted there, and listed with their rank's findings only with ``show_info``."""
+    from neuroncompat.simulate import verdict  # it reads what this module builds: imported here, not at the top
+
     lines = [f"neuroncompat simulate: {' '.join(report['command'])}"]
-    if report["exit_code"] == 0:
-        lines.append("the script finished (exit code 0)")
-    else:
+    if report["exit_code"] != 0:  # a success is the verdict's to say, at the end
         lines.append(
             f"the script FAILED with exit code {report['exit_code']}: the counts cover what ran before it stopped"
         )
-    lines.append(
-        f"estimated Neuron compilation: about {duration(report['estimated_compile_seconds'])} "
-        f"(distinct graphs x {cost}, --graph-cost; ranks compile in parallel)"
-    )
     if not report["ranks"]:
         lines.append("nothing ran on the neuron device (or the script did not start)")
     ranks_seen = [r["rank"] for r in report["ranks"]]
     for rank in report["ranks"]:
         label = f"rank {rank['rank']}" + (f" (pid {rank['pid']})" if ranks_seen.count(rank["rank"]) > 1 else "")
         lines.append("")
-        lines.extend(_rank_lines(rank, report, label))
+        lines.extend(_rank_lines(rank, report, label, show_info))
     if report["missing_ranks"]:
         lines.append("")
         lines.append(
@@ -473,12 +476,19 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append("")
         if strict["violations"]:
             kinds = sorted({v["kind"] for v in strict["violations"]}, key=STRICT_KINDS.index)
-            verdict = f"FAILED: {len(strict['violations'])} finding(s) of kind {', '.join(kinds)}"
+            outcome = f"FAILED: {len(strict['violations'])} finding(s) of kind {', '.join(kinds)}"
             if report["exit_code"] == 0:
-                verdict += f" (exit code {STRICT_EXIT_CODE})"
+                outcome += f" (exit code {STRICT_EXIT_CODE})"
             else:
-                verdict += f" (the script's exit code {report['exit_code']} is kept)"
+                outcome += f" (the script's exit code {report['exit_code']} is kept)"
         else:
-            verdict = "passed"
-        lines.append(f"strict ({', '.join(strict['kinds'])}): {verdict}")
+            outcome = "passed"
+        lines.append(f"strict ({', '.join(strict['kinds'])}): {outcome}")
+    if "cuda_redirect" in report:
+        from neuroncompat.simulate import redirect_log
+
+        lines.append("")
+        lines.extend(redirect_log.render_text(report["cuda_redirect"]).splitlines())
+    lines.append("")
+    lines.extend(verdict.lines(report, show_info))
     return "\n".join(lines)

@@ -16,11 +16,15 @@ an error naming the file, the line and the key, before anything runs.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the light install runs on 3.10 too (docs/python.md)
+    import tomli as tomllib
 
 from neuroncompat.simulate.report import STRICT_DEFAULT, STRICT_KINDS
 

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import torch
 
-from neuroncompat import environment
+from neuroncompat import host
 
 NATIVE = Path(__file__).with_name("native")
 _library: ctypes.CDLL | None = None
@@ -56,10 +56,7 @@ class NativeDeviceUnavailable(RuntimeError):
 
 
 def _cache_dir() -> Path:
-    root = environment.path("NEURONCOMPAT_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "neuroncompat"
-    )
-    return Path(root) / "native"
+    return host.cache_dir() / "native"
 
 
 # The longest compile first (CUDA's autocast lists expand to hundreds of kernels, ~20 s): it then runs beside
@@ -73,15 +70,11 @@ def _units() -> list[Path]:
     return sorted(units, key=lambda path: (path.name not in _LONGEST_FIRST, path.name))
 
 
-def _compiler() -> str:
-    return os.environ.get("CXX") or "c++"
-
-
 def _compile_command(unit: Path, build: Path) -> list[str]:
     """Compile one ``.cpp`` of ``native/`` to ``build/<name>.o``."""
     torch_dir = Path(torch.__file__).parent
     return [
-        _compiler(),
+        host.compiler(),
         "-O2",
         "-std=c++20",
         "-fPIC",
@@ -100,7 +93,7 @@ def _compile_command(unit: Path, build: Path) -> list[str]:
 def _link_command(build: Path, output: Path) -> list[str]:
     torch_lib = Path(torch.__file__).parent / "lib"
     return [
-        _compiler(),
+        host.compiler(),
         "-shared",
         *(str(build / f"{unit.stem}.o") for unit in _units()),
         "-o",
@@ -203,7 +196,7 @@ def _build(target: Path) -> None:
                 f"neuroncompat: the cached simulator library {target} is damaged ({why}); rebuilding it",
                 file=sys.stderr,
             )
-        compiler = _compiler()
+        compiler = host.compiler()
         if shutil.which(compiler) is None:
             raise NativeDeviceUnavailable(
                 f"the simulated neuron device needs a C++20 compiler to build {NATIVE.name}/ once "

@@ -10,6 +10,7 @@ import pytest
 
 from migrate.engine import migrate_source
 from migrate.facts import is_entry_script
+from migrate.imports import SHIM_LINE
 
 SAMPLE_PY = (  # karpathy/nanoGPT `sample.py`: no main guard, the run is inside nested blocks
     "import torch\nfrom model import GPT\n\nmodel = GPT.load('ckpt.pt')\nmodel.eval()\n\n"
@@ -72,6 +73,6 @@ def test_library_modules(text: str) -> None:
 def test_sample_py_gets_the_shim_and_a_library_with_a_config_block_does_not() -> None:
     migrated = migrate_source(SAMPLE_PY.encode(), "sample.py")
     assert migrated.status == "changed" and migrated.new is not None
-    assert migrated.new.decode() == "import neuroncompat\n" + SAMPLE_PY
+    assert migrated.new.decode() == SHIM_LINE + SAMPLE_PY
     library = "import json\n\nimport torch\n\nwith open('config.json') as f:\n    CONFIG = json.load(f)\n"
     assert migrate_source(library.encode(), "config.py").status == "unchanged"

@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from migrate.cli import main
 from migrate.engine import FileResult, Options, migrate_source
+from migrate.imports import SHIM_LINE
 from migrate.kernel_repos import todo_message
 from migrate.markers import TODO_PREFIX
 from migrate.rules.hub_kernels import USE_KERNELS_NOTE
@@ -62,7 +63,7 @@ def test_use_kernels_is_kept_with_a_note() -> None:
         "from transformers import AutoModelForCausalLM\nm = AutoModelForCausalLM.from_pretrained(p, use_kernels=True)\n"
     )
     result = _migrate(src, shim=True)
-    assert _text(result, src) == "import neuroncompat\n" + src
+    assert _text(result, src) == SHIM_LINE + src
     assert [(w.rule, w.message) for w in result.warnings] == [("NM212", USE_KERNELS_NOTE)]
 
 
@@ -73,7 +74,7 @@ def test_kernel_config_entries_are_kept_without_a_neuron_repo() -> None:
         "model = AutoModelForCausalLM.from_pretrained(path, kernel_config=config)\n"
     )
     result = _migrate(src, shim=True)
-    assert _text(result, src) == "import neuroncompat\n" + src
+    assert _text(result, src) == SHIM_LINE + src
     assert [w.message for w in result.warnings] == [
         "KernelConfig maps no Neuron kernel for RMSNorm: on Neuron those layers keep their own forward; name a "
         "Neuron kernel repo per layer in [tool.neuron-migrate] neuron-kernels to add one"

@@ -13,6 +13,7 @@ import json
 
 from migrate.dispatch import migrate_file
 from migrate.engine import Options
+from migrate.imports import SHIM_LINE
 
 
 def migrate(src: str, name: str = "train.py", shim: bool = True) -> str:
@@ -40,7 +41,7 @@ def test_entry_script_with_nothing_to_rewrite_gets_the_shim():
         "if __name__ == '__main__':\n    main()\n"
     )
     out = migrate(src)
-    assert out == "import neuroncompat\n" + src
+    assert out == SHIM_LINE + src
 
 
 def test_accelerate_example_with_no_cuda_code_gets_the_shim_after_the_docstring():
@@ -50,7 +51,7 @@ def test_accelerate_example_with_no_cuda_code_gets_the_shim_after_the_docstring(
         'if __name__ == "__main__":\n    main()\n'
     )
     out = migrate(src)
-    assert out.startswith('"""Fine-tune with accelerate."""\n\nimport neuroncompat\nimport torch\n')
+    assert out.startswith('"""Fine-tune with accelerate."""\n\n' + SHIM_LINE + "import torch\n")
 
 
 def test_no_shim_for_library_modules_non_ml_scripts_or_without_the_shim_option():

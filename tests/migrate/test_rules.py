@@ -7,6 +7,7 @@ import pytest
 from migrate.dispatch import migrate_file
 from migrate.docs import FAMILIES
 from migrate.engine import Options, migrate_source
+from migrate.imports import SHIM_LINE
 from migrate.registry import Selection
 from migrate.rule_families import all_rules
 from migrate.rules.hub_kernels import EXAMPLE_KERNELS
@@ -122,7 +123,7 @@ def test_todo_is_valid_python_and_not_duplicated():
 def test_shim_added_once_after_docstring_and_future():
     src = '"""Doc."""\nfrom __future__ import annotations\n\nimport torch\n\nif __name__ == "__main__":\n    torch.zeros(1).cuda()\n'
     out = run(src, shim=True)
-    assert out.startswith('"""Doc."""\nfrom __future__ import annotations\n\nimport neuroncompat\nimport torch\n')
+    assert out.startswith('"""Doc."""\nfrom __future__ import annotations\n\n' + SHIM_LINE + "import torch\n")
     assert run(out, shim=True) == out
 
 
