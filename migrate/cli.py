@@ -23,8 +23,8 @@ import click
 
 from migrate import config as config_mod
 from migrate.discover import source_files
-from migrate.engine import Options
 from migrate.formats import FORMATS
+from migrate.options import Options
 from migrate.registry import Selection
 from migrate.rule_families import get_rule
 

@@ -12,94 +12,21 @@ output changes nothing. Nearly every file settles in one pass (the second only c
 from __future__ import annotations
 
 import ast
-import re
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import libcst as cst
 
 from migrate.context import FileContext
 from migrate.facts import FileFacts, wants_shim
 from migrate.imports import SHIM, add_imports
-from migrate.markers import SKIP_FILE, TODO_PREFIX, without_todos
+from migrate.markers import SKIP_FILE, without_todos
 from migrate.names import ImportMap
+from migrate.options import Options
 from migrate.parser_limits import refusal
 from migrate.prefilter import may_need_migration
-from migrate.registry import Selection
+from migrate.results import FileResult, Finding, TextChange, find_todos
 from migrate.transform import MigrationTransformer
 
 _SHIMMED = (b"torch", b"transformers", b"trl", b"accelerate", b"peft", b"diffusers")
-_TODO_LINE = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\):\s*(.*)")
-
-
-@dataclass(frozen=True)
-class Options:
-    """Settings that change what the engine produces."""
-
-    selection: Selection = Selection()
-    shim: bool = True
-    # (layer name, Neuron kernel repo "org/repo:Layer") pairs NM212 adds to `KernelConfig` mappings
-    neuron_kernels: tuple[tuple[str, str], ...] = ()
-    # False parses every file, as if the byte-level prefilter let all through: the output must be the same
-    # (it only skips files no rule would change), which tests/migrate/test_prefilter.py checks this way
-    prefilter: bool = True
-
-
-class Finding(NamedTuple):
-    """A TODO comment or a report-only note: rule id, text, and where (when known).
-
-    `line` is 1-based in the file; in a notebook it counts within the code cell `cell`
-    (1-based over all cells, as Jupyter shows them).
-    """
-
-    rule: str
-    message: str
-    line: int | None = None
-    cell: int | None = None
-
-
-class TextChange(NamedTuple):
-    """Old and new text of one file, or of one notebook cell, for the diff."""
-
-    old: str
-    new: str
-    cell: int | None = None
-
-
-@dataclass
-class FileResult:
-    """The outcome for one file. `new` is None when nothing changes or on error."""
-
-    path: str
-    status: str  # "unchanged", "changed", "skipped", "error", "internal-error"
-    new: bytes | None = None
-    hits: Counter[str] = field(default_factory=Counter)
-    todos: list[Finding] = field(default_factory=list)
-    warnings: list[Finding] = field(default_factory=list)
-    error: str | None = None
-    error_line: int | None = None
-    changes: list[TextChange] = field(default_factory=list)
-    kind: str = "python"  # "python", "notebook", "yaml", "shell"
-    # why a "skipped" file was not migrated (binary, undecodable, not a kind neuron-migrate knows);
-    # None for a `# neuron-migrate: skip-file` comment
-    skip_reason: str | None = None
-
-    @property
-    def changed(self) -> bool:
-        return self.new is not None
-
-
-def find_todos(text: str, cell: int | None = None) -> list[Finding]:
-    """Every `# TODO(neuron-migrate NMxxx): ...` comment in `text`, with its line."""
-    if TODO_PREFIX.strip() not in text:
-        return []
-    found = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = _TODO_LINE.search(line)
-        if match:
-            found.append(Finding(match.group(1), match.group(2), number, cell))
-    return found
 
 
 # Passes before a file that still changes is reported as an internal error (a rule that undoes

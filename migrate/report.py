@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrate.engine import FileResult, Finding
+from migrate.results import FileResult, Finding
 
 ERRORS = ("error", "internal-error")
 

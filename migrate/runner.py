@@ -23,7 +23,8 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from migrate.dispatch import migrate_file
-from migrate.engine import FileResult, Options
+from migrate.options import Options
+from migrate.results import FileResult
 from migrate.writer import ChangedOnDisk, digest, remove_stale_temps, write_atomic
 
 NOT_WRITTEN = "changed during the run, not written"

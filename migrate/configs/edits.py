@@ -17,9 +17,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from migrate.engine import Finding
 from migrate.markers import SKIP_MARKER, TODO_PREFIX, Skip, find_skip
 from migrate.registry import Selection
+from migrate.results import Finding
 
 _TAG = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\)")
 

@@ -8,8 +8,8 @@ A notebook finding carries no `line`: its lines count within a cell, not within 
 
 from __future__ import annotations
 
-from migrate.engine import FileResult, Finding
 from migrate.report import display_path, first_changed_line, ordered, rewrites_text, where
+from migrate.results import FileResult, Finding
 from migrate.rule_families import get_rule
 
 

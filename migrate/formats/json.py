@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from importlib import metadata
 
-from migrate.engine import FileResult, Finding
 from migrate.report import Totals, display_path, ordered, unified_diff
+from migrate.results import FileResult, Finding
 from migrate.rule_families import get_rule
 
 SCHEMA_VERSION = 1

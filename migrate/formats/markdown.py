@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from migrate.engine import FileResult
 from migrate.report import Totals, display_path, ordered, plural, rewrites_text, status_text, unified_diff, where
+from migrate.results import FileResult
 from migrate.rule_families import get_rule
 
 MARKER = "<!-- neuron-migrate report -->"

@@ -16,9 +16,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from migrate.docs import explain
-from migrate.engine import FileResult, Finding
 from migrate.formats.json import tool_version
 from migrate.report import display_path, first_changed_line, ordered, rewrites_text, where
+from migrate.results import FileResult, Finding
 from migrate.rule_families import get_rule
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from migrate.engine import FileResult
 from migrate.report import Totals, display_path, ordered, plural, unified_diff, where
+from migrate.results import FileResult
 from migrate.rule_families import get_rule
 
 _COLOURS = {"+": "green", "-": "red", "@": "cyan"}

@@ -12,7 +12,7 @@ import ast
 import json
 
 from migrate.dispatch import migrate_file
-from migrate.engine import Options
+from migrate.options import Options
 
 
 def migrate(src: str, name: str = "train.py", shim: bool = True) -> str:

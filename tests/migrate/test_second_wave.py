@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from migrate.dispatch import migrate_file
-from migrate.engine import Options
+from migrate.options import Options
 
 
 def migrate(src: str, name: str = "train.py") -> str:
