@@ -7,7 +7,9 @@ skipped because it cannot be migrated: binary, undecodable, or not a kind neuron
 and with `--write` when a file changed on disk during the run and was therefore not written
 (`skipped: PATH: changed during the run, not written`; run again to migrate it). A file nested
 deeper than Python's parser accepts is an error naming its line, and so is a file whose worker
-process died; the other files are migrated all the same.
+process died; the other files are migrated all the same. An error in the options or the config is written
+in the chosen format too (`--format json`: an object with an `error` field). 130 when interrupted (Ctrl-C),
+never 1: an interrupted `--check` has not found a change (`neuroncompat_report.exits`).
 With the default text format diffs go to stdout (coloured only on a
 terminal, never with NO_COLOR set) and the summary to stderr; the other formats
 (`migrate.formats`) write their report to stdout and, for `github`, the summary to stderr.
@@ -27,13 +29,18 @@ from migrate.formats import FORMATS
 from migrate.options import Options
 from migrate.registry import Selection
 from migrate.rule_families import get_rule
+from neuroncompat_report.exits import FAILED, INPUT_ERROR, Command, InputError
+
+
+class _Command(Command):
+    tool = "neuron-migrate"
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v.strip().upper() for value in values for v in value.split(",") if v.strip())
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @click.option("--write", is_flag=True, help="Apply the changes in place.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when any file would change.")
@@ -86,8 +93,7 @@ def main(
 
         rule = get_rule(explain)
         if rule is None:
-            click.echo(f"neuron-migrate: unknown rule {explain!r}", err=True)
-            sys.exit(2)
+            raise InputError(f"unknown rule {explain!r}")
         click.echo(render(rule), nl=False)
         return
     if rules_doc:
@@ -96,16 +102,13 @@ def main(
         click.echo(rules_markdown(), nl=False)
         return
     if not paths:
-        click.echo("neuron-migrate: give at least one file or directory (see --help)", err=True)
-        sys.exit(2)
+        raise InputError("give at least one file or directory (see --help)")
     if write and check:
-        click.echo("neuron-migrate: --write and --check are exclusive", err=True)
-        sys.exit(2)
+        raise InputError("--write and --check are exclusive")
     try:
         cfg = config_mod.load(Path(paths[0])).values
     except config_mod.ConfigError as exc:
-        click.echo(f"neuron-migrate: {exc}", err=True)
-        sys.exit(2)
+        raise InputError(str(exc)) from exc
 
     from migrate import runner
     from migrate.formats import github, json, markdown, sarif, text
@@ -119,16 +122,14 @@ def main(
         layer, _, repo = entry.partition("=")
         problem = config_mod.kernel_repo_problem(repo) if layer.strip() else "expected LAYER=org/repo:Class"
         if problem:
-            click.echo(f"neuron-migrate: --neuron-kernel {entry}: {problem}", err=True)
-            sys.exit(2)
+            raise InputError(f"--neuron-kernel {entry}: {problem}", fmt or cfg.get("format"))
         kernels[layer.strip()] = repo.strip()
     options = Options(
         selection=selection, shim=not no_shim and cfg.get("shim", True), neuron_kernels=tuple(sorted(kernels.items()))
     )
     fmt = fmt or cfg.get("format", "text")
     if fmt not in FORMATS:
-        click.echo(f"neuron-migrate: unknown format {fmt!r} in pyproject.toml (one of {', '.join(FORMATS)})", err=True)
-        sys.exit(2)
+        raise InputError(f"unknown format {fmt!r} in pyproject.toml (one of {', '.join(FORMATS)})")
     files = list(source_files(list(paths), frozenset(exclude) | frozenset(cfg.get("exclude", ()))))
     jobs = jobs or cfg.get("jobs") or (runner.default_jobs() if len(files) > 8 else 1)
     results = runner.run(files, options, jobs=jobs, write=write)
@@ -152,6 +153,6 @@ def main(
         or (r.skip_reason and (r.path in named or r.skip_reason == runner.NOT_WRITTEN))
         for r in results
     ):
-        sys.exit(2)
+        sys.exit(INPUT_ERROR)
     if check and any(r.status == "changed" for r in results):
-        sys.exit(1)
+        sys.exit(FAILED)

@@ -115,20 +115,30 @@ def _pool_round(
     died and broke the pool."""
     futures: dict[Future[list[_Outcome]], list[int]] = {}
     broken = False
-    with ProcessPoolExecutor(max_workers=min(jobs, len(indices))) as pool:
+    with ProcessPoolExecutor(max_workers=min(jobs, len(indices)), initializer=_leave_interrupts_to_the_parent) as pool:
         try:
             for start in range(0, len(indices), chunk):
                 batch = indices[start : start + chunk]
                 futures[pool.submit(_migrate_paths, [work[i] for i in batch])] = batch
         except BrokenProcessPool:  # a worker died before every file was handed out
             broken = True
-        wait(futures)
+        try:
+            wait(futures)
+        except KeyboardInterrupt:  # Ctrl-C: drop the files not started rather than migrate them all first
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     for future, batch in futures.items():
         try:
             outcomes.update(zip(batch, future.result()))
         except BrokenProcessPool:
             broken = True
     return broken
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    """A worker ignores Ctrl-C (its whole process group gets SIGINT): the parent stops the run and exits 130,
+    rather than every worker printing a KeyboardInterrupt traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _migrate_paths(batch: list[tuple[str, Options]]) -> list[_Outcome]:

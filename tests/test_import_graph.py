@@ -1,5 +1,8 @@
 """No import cycles in `migrate` or `neuroncompat`, and no `migrate` module importing one above it.
 
+`neuroncompat_report`, what the three commands share in how they report, lies below both packages: it imports
+neither (`neuroncompat`'s `__init__` starts the shim, which `neuron-migrate` must never do).
+
 The check is an AST walk, independent of any structure tool: every `import`/`from ... import` in
 every module of both packages (including imports inside functions, which still make a loop for
 a reader and for tools such as pydeps) becomes an edge to the project module it names, and the
@@ -18,7 +21,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("migrate", "neuroncompat")
+PACKAGES = ("migrate", "neuroncompat", "neuroncompat_report")
 
 
 def _modules() -> dict[str, Path]:
@@ -175,3 +178,10 @@ def test_the_layer_check_catches_an_upward_import() -> None:
 
 def test_no_migrate_module_imports_one_above_it() -> None:
     assert _upward(_edges(_modules())) == []
+
+
+def test_the_shared_report_package_imports_neither_command_package() -> None:
+    edges = _edges(_modules())
+    shared = {name: targets for name, targets in edges.items() if name.split(".")[0] == "neuroncompat_report"}
+    assert "neuroncompat_report.exits" in shared
+    assert {t for targets in shared.values() for t in targets if t.split(".")[0] != "neuroncompat_report"} == set()
