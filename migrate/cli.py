@@ -28,7 +28,7 @@ from migrate.discover import source_files
 from migrate.formats import FORMATS
 from migrate.options import Options
 from migrate.registry import Selection
-from migrate.rule_families import get_rule
+from migrate.rule_families import all_rules, get_rule
 from neuroncompat_report.exits import FAILED, INPUT_ERROR, Command, InputError
 
 
@@ -55,6 +55,12 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     default=None,
     help="Report format: text (diff + summary), json, markdown (PR comment), github (annotations), sarif.",
 )
+@click.option(
+    "--safe-only",
+    is_flag=True,
+    help="Only the rewrites that keep what the script does (safe fixes): land them first, then run without it "
+    "and review the unsafe rest (marked in every report).",
+)
 @click.option("--no-shim", is_flag=True, help="Do not add `import neuroncompat` to entry scripts.")
 @click.option(
     "--neuron-kernel",
@@ -76,6 +82,7 @@ def main(
     exclude: tuple[str, ...],
     jobs: int | None,
     fmt: str | None,
+    safe_only: bool,
     no_shim: bool,
     neuron_kernels: tuple[str, ...],
     quiet: bool,
@@ -115,7 +122,8 @@ def main(
 
     selection = Selection(
         select=_split(select) or _split(tuple(cfg.get("select", ()))),
-        ignore=_split(ignore) or _split(tuple(cfg.get("ignore", ()))),
+        ignore=(_split(ignore) or _split(tuple(cfg.get("ignore", ()))))
+        + (tuple(rule.id for rule in all_rules() if rule.safety == "unsafe") if safe_only else ()),
     )
     kernels = dict(cfg.get("neuron-kernels", {}))
     for entry in neuron_kernels:

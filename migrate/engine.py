@@ -12,6 +12,8 @@ output changes nothing. Nearly every file settles in one pass (the second only c
 from __future__ import annotations
 
 import ast
+import difflib
+from collections.abc import Callable
 
 import libcst as cst
 
@@ -23,7 +25,8 @@ from migrate.names import ImportMap
 from migrate.options import Options
 from migrate.parser_limits import refusal
 from migrate.prefilter import may_need_migration
-from migrate.results import FileResult, Finding, TextChange, find_todos
+from migrate.results import FileResult, Finding, Rewrite, TextChange, find_todos
+from migrate.statement_lines import statement_lines
 from migrate.transform import MigrationTransformer
 
 _SHIMMED = (b"torch", b"transformers", b"trl", b"accelerate", b"peft", b"diffusers")
@@ -63,11 +66,14 @@ def _merged(first: FileResult, later: FileResult) -> FileResult:
     hits = first.hits + later.hits
     warnings = list(dict.fromkeys([*first.warnings, *later.warnings]))
     old = first.changes[0].old
+    back = _line_map(old, first.changes[0].new)  # the later pass's lines are lines of the first pass's output
+    rewrites = first.rewrites + [r._replace(line=back(r.line)) for r in later.rewrites]
     return FileResult(
         first.path,
         "changed",
         new=later.new,
         hits=hits,
+        rewrites=sorted(rewrites, key=_by_line),
         todos=later.todos,
         warnings=warnings,
         changes=[TextChange(old, later.changes[0].new)],
@@ -141,10 +147,48 @@ def _migrate_once(data: bytes, path: str, options: Options) -> FileResult:
         "changed",
         new=new_bytes,
         hits=root.hits,
+        rewrites=_rewrites(module, root.hits, root.sites),
         todos=find_todos(new_text),
         warnings=[Finding(rule_id, message) for rule_id, message in root.warnings],
         changes=[TextChange(text, new_text)],
     )
+
+
+def _rewrites(module: cst.Module, hits: dict[str, int], sites: list[tuple[str, cst.CSTNode]]) -> list[Rewrite]:
+    """Each rewrite at the line of the statement it was made in (`sites`, from the transformer's frames).
+
+    Lines come from one rendering of the parsed tree (`migrate.statement_lines`), made only for a file that
+    changed. A rule that took a hit back can leave a site too many (the later lines are dropped); a hit made
+    outside any statement (a module-level pass) has no line.
+    """
+    lines = statement_lines(module, {statement for _, statement in sites}) if sites else {}
+    located: dict[str, list[int | None]] = {}
+    for rule_id, statement in sites:
+        located.setdefault(rule_id, []).append(lines.get(statement))
+    found = []
+    for rule_id, count in hits.items():
+        where = sorted(line for line in located.get(rule_id, ()) if line is not None)
+        found += [Rewrite(rule_id, line) for line in ([*where, *[None] * count])[:count]]
+    return sorted(found, key=_by_line)
+
+
+def _by_line(rewrite: Rewrite) -> tuple[int, int, str]:
+    return (rewrite.cell or 0, rewrite.line or 0, rewrite.rule)
+
+
+def _line_map(old: str, new: str) -> Callable[[int | None], int | None]:
+    """A function from a line of `new` to the line of `old` it came from (a changed line: where its change starts)."""
+    opcodes = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False).get_opcodes()
+
+    def back(line: int | None) -> int | None:
+        if line is None:
+            return None
+        for tag, i1, _, j1, j2 in opcodes:
+            if j1 < line <= j2:
+                return i1 + (line - j1) if tag == "equal" else i1 + 1
+        return line
+
+    return back
 
 
 def _may_want_shim(data: bytes) -> bool:

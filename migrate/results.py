@@ -29,6 +29,18 @@ class Finding(NamedTuple):
     cell: int | None = None
 
 
+class Rewrite(NamedTuple):
+    """One rewrite a rule made: its rule id and the line of the statement it is in, in the file as it was read.
+
+    `line` is None where the rule acted on the file as a whole (the module-level passes) or where the file kind
+    does not locate its rewrites; the reports then place it at the file's first change.
+    """
+
+    rule: str
+    line: int | None = None
+    cell: int | None = None
+
+
 class TextChange(NamedTuple):
     """Old and new text of one file, or of one notebook cell, for the diff."""
 
@@ -45,6 +57,7 @@ class FileResult:
     status: str  # "unchanged", "changed", "skipped", "error", "internal-error"
     new: bytes | None = None
     hits: Counter[str] = field(default_factory=Counter)
+    rewrites: list[Rewrite] = field(default_factory=list)  # the hits one by one, where located, in line order
     todos: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
     error: str | None = None

@@ -82,6 +82,7 @@ MIGRATE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "migrate.names",
             "migrate.parser_limits",
             "migrate.prefilter",
+            "migrate.statement_lines",
             "migrate.writer",
             "migrate.rules.references",
             "migrate.configs.cores",

@@ -77,6 +77,7 @@ def migrate_text(
         "changed",
         new=new_text.encode("utf-8"),
         hits=changes.hits,
+        rewrites=changes.rewrites,
         todos=find_todos(new_text),
         warnings=changes.notes,
         changes=[TextChange(text, new_text)],

@@ -1,14 +1,16 @@
 """`--format github`: GitHub Actions workflow commands, which become annotations on the PR diff.
 
-`::error` for files that fail to parse and, under `--check`, for files that would change;
-`::warning` for each TODO; `::notice` for notes and for pending rewrites outside `--check`.
+`::error` for files that fail to parse and, under `--check`, for each rewrite, at the line of its
+statement with its rule id in the title (`(unsafe)` where it can change behaviour); `::warning` for each
+TODO; `::notice` for notes and for the rewrites outside `--check`.
 Values are escaped as the Actions toolkit does (`%`, CR, LF; plus `:` and `,` in properties).
 A notebook finding carries no `line`: its lines count within a cell, not within the JSON file.
 """
 
 from __future__ import annotations
 
-from migrate.report import display_path, first_changed_line, ordered, rewrites_text, where
+from migrate.formats.rewrites import rewrite_message
+from migrate.report import display_path, ordered, rewrites_of, unsafe, where
 from migrate.results import FileResult, Finding
 from migrate.rule_families import get_rule
 
@@ -42,18 +44,16 @@ def render(results: list[FileResult], mode: str) -> str:
         path = display_path(r.path)
         if r.error:
             out.append(_command("error", path, r.error_line, f"neuron-migrate {r.status}", r.error))
-        if r.status == "changed":
-            cell = r.changes[0].cell
-            level = "error" if mode == "check" else "notice"
-            verb = "rewrote" if mode == "write" else "would rewrite"
-            where_ = f" (first change in cell {cell})" if cell is not None else ""
+        for rewrite in rewrites_of(r):
+            rule = get_rule(rewrite.rule)
+            title = f"{rewrite.rule} {rule.name}" if rule else rewrite.rule
             out.append(
                 _command(
-                    level,
+                    "error" if mode == "check" else "notice",
                     path,
-                    None if cell is not None else first_changed_line(r),
-                    "neuron-migrate",
-                    f"{verb}{where_}: {rewrites_text(r.hits)}; run neuron-migrate --write",
+                    rewrite.line if rewrite.cell is None else None,
+                    title + (" (unsafe)" if unsafe(rewrite.rule) else ""),
+                    rewrite_message(rewrite, mode),
                 )
             )
         out.extend(_finding("warning", r, todo) for todo in r.todos)

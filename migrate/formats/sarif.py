@@ -1,12 +1,13 @@
 """`--format sarif`: SARIF 2.1.0 for code scanning (e.g. github/codeql-action/upload-sarif).
 
-Results: each TODO (`warning`), each pending rewrite per file (`error` under `--check`, else
-`note`, located at the first changed line), each parse error (`error`) and each note (`note`).
+Results: each TODO (`warning`), each rewrite under its own rule id at the line of its statement
+(`error` under `--check`, else `note`; a notebook's in the cell the message names, a config file's at its
+first change), each parse error (`error`) and each note (`note`).
 `tool.driver.rules` lists only the rules the results use, in id order, so the output does not
 change when unrelated rules are added. Notebook results name the cell in the message and carry
 no region (cell lines are not lines of the JSON file). Fix safety rides in property bags: each
-registered rule and each of its results carry `safety` (and `safetyReason` when unsafe); a
-pending rewrite lists the unsafe rules among its rewrites in `unsafeRewrites`.
+registered rule and each of its results carry `safety` (and `safetyReason` when unsafe), and an unsafe
+rewrite's message says how it changes behaviour.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ from urllib.parse import quote
 
 from migrate.docs import explain
 from migrate.formats.json import tool_version
-from migrate.report import display_path, first_changed_line, ordered, rewrites_text, where
+from migrate.formats.rewrites import rewrite_message
+from migrate.report import display_path, ordered, rewrites_of, where
 from migrate.results import FileResult, Finding
 from migrate.rule_families import get_rule
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 # results that are not about one registered rule
 PSEUDO_RULES = {
-    "pending-rewrite": "neuron-migrate would rewrite this file; run `neuron-migrate --write`.",
     "parse-error": "The file (or notebook cell) could not be parsed and was left unchanged.",
     "internal-error": "neuron-migrate failed on this file and left it unchanged; please report it.",
 }
@@ -84,18 +85,14 @@ def render(results: list[FileResult], mode: str) -> str:
         if r.error:
             rule_id = "internal-error" if r.status == "internal-error" else "parse-error"
             raw.append((rule_id, "error", r.error, _location(r.path, r.error_line), {}))
-        if r.status == "changed":
-            cell = r.changes[0].cell
-            verb = "rewrote" if mode == "write" else "would rewrite"
-            message = f"{verb}{f' (first change in cell {cell})' if cell else ''}: {rewrites_text(r.hits)}"
-            unsafe = [rule_id for rule_id in sorted(r.hits) if _safety(rule_id).get("safety") == "unsafe"]
+        for rewrite in rewrites_of(r):
             raw.append(
                 (
-                    "pending-rewrite",
+                    rewrite.rule,
                     "error" if mode == "check" else "note",
-                    message,
-                    _location(r.path, None if cell is not None else first_changed_line(r)),
-                    {"unsafeRewrites": unsafe},
+                    rewrite_message(rewrite, mode),
+                    _location(r.path, rewrite.line if rewrite.cell is None else None),
+                    _safety(rewrite.rule),
                 )
             )
         for todo in r.todos:
