@@ -12,6 +12,8 @@ import json
 
 import click
 
+from neuroncompat_report.github import escape
+
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
 
@@ -40,11 +42,6 @@ def _sarif(tool: str, message: str, exit_code: int) -> dict[str, object]:
     }
 
 
-def _annotation(message: str) -> str:
-    """A GitHub workflow command's data, escaped as the runner expects (%, CR, LF)."""
-    return message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
 def render_error(tool: str, message: str, fmt: str, exit_code: int) -> str:
     """What goes to stdout for an error in `fmt`; nothing for text (the message goes to stderr)."""
     if fmt == "json":
@@ -52,7 +49,7 @@ def render_error(tool: str, message: str, fmt: str, exit_code: int) -> str:
     if fmt == "sarif":
         return json.dumps(_sarif(tool, message, exit_code), indent=2, ensure_ascii=False) + "\n"
     if fmt == "github":
-        return f"::error title={tool}::{_annotation(message)}\n"
+        return f"::error title={tool}::{escape(message)}\n"
     if fmt == "markdown":
         return f"**{tool}: error.** {message}\n"
     return ""

@@ -1,4 +1,4 @@
-"""`--format json`: one document per run, its schema published as `docs/report.schema.json`.
+"""`--format json`: one document per run, its schema published as `docs/migrate.schema.json`.
 
 The schema is versioned (`schema_version`); fields are only ever added within a version.
 """
