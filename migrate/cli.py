@@ -71,7 +71,11 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     "repeatable, added to [tool.neuron-migrate] neuron-kernels.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No diff and no summary; only errors.")
-@click.option("--explain", metavar="NMxxx", help="Describe one rule and exit.")
+@click.option(
+    "--explain",
+    metavar="NMxxx",
+    help="Describe one rule (id, name, fix safety, where it is declared and applied, its doc) and exit.",
+)
 @click.option("--rules-doc", is_flag=True, help="Print docs/rules.md (generated from the registry) and exit.")
 def main(
     paths: tuple[str, ...],
@@ -97,10 +101,15 @@ def main(
     """
     if explain:
         from migrate.docs import explain as render
+        from migrate.docs import safety_text
+        from migrate.rule_sources import places
 
         rule = get_rule(explain)
         if rule is None:
             raise InputError(f"unknown rule {explain!r}")
+        declared, used = places(rule.id)
+        click.echo(f"{rule.id} {rule.name}\nfix safety: {safety_text(rule)}")
+        click.echo(f"declared at: {', '.join(declared) or '-'}\napplied at: {', '.join(used) or '-'}\n")
         click.echo(render(rule), nl=False)
         return
     if rules_doc:

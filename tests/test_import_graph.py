@@ -61,7 +61,7 @@ MIGRATE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("command line", ("migrate.__main__", "migrate.cli")),
     ("run over files", ("migrate.runner", "migrate.dispatch", "migrate.notebook")),
     ("python pipeline", ("migrate.engine", "migrate.transform")),
-    ("reports", ("migrate.report", "migrate.formats", "migrate.docs")),
+    ("reports", ("migrate.report", "migrate.formats", "migrate.docs", "migrate.rule_sources")),
     ("rule table", ("migrate.rule_families",)),
     ("rules", ("migrate.rules", "migrate.configs")),
     ("file context", ("migrate.context",)),
