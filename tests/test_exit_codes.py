@@ -163,6 +163,7 @@ if "neuroncompat.check.worker" in sys.orig_argv:  # the worker only, not the che
 """
 
 
+@pytest.mark.slow  # starts the check's worker, which begins importing torch before it is stopped
 def test_an_interrupted_check_exits_130_and_stops_its_worker(tmp_path: Path) -> None:
     """The worker says it started by writing its pid to a FIFO (a sitecustomize on PYTHONPATH, which the worker's
     environment keeps); the interruption comes after that, while the worker has not finished."""
