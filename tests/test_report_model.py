@@ -53,3 +53,17 @@ def test_github_titles_a_finding_with_its_rule_and_marks_an_unsafe_fix() -> None
     )
     unsafe = Finding("neuron-migrate", "NM202", "note", "t.py", 3, "would rewrite", fix=Fix("unsafe", "numerics"))
     assert github.annotation(unsafe) == "::notice file=t.py,line=3,title=NM202 (unsafe)::would rewrite\n"
+
+
+def test_migrate_describes_its_run_in_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from migrate.formats.findings import run
+    from migrate.options import Options
+    from migrate.runner import run as migrate
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
+    (tmp_path / "clean.py").write_text("x = 1\n")
+    described = run(migrate([Path("clean.py"), Path("train.py")], Options(), jobs=1, write=False), "check")
+    assert described.inputs == ("clean.py", "train.py") and described.verdict == "changes needed"
+    assert (described.counts["files"], described.counts["changed"], described.counts["rewrites"]) == (2, 1, 1)
+    assert [(f.rule, f.file, f.line, f.severity) for f in described.findings] == [("NM101", "train.py", 2, "error")]

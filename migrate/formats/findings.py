@@ -11,7 +11,7 @@ from __future__ import annotations
 from migrate.docs import explain
 from migrate.formats.json import tool_version
 from migrate.formats.rewrites import rewrite_message
-from migrate.report import display_path, ordered, rewrites_of, where
+from migrate.report import Totals, display_path, ordered, rewrites_of, where
 from migrate.results import FileResult
 from migrate.results import Finding as Note
 from migrate.rule_families import get_rule
@@ -73,12 +73,19 @@ def rule_info(rule_id: str) -> RuleInfo:
 
 
 def run(results: list[FileResult], mode: str) -> Run:
-    """The whole run: its findings and the rules they cite."""
+    """The whole run: what it read, its counts and verdict, its findings and the rules they cite (neuron-migrate
+    does not time itself: `seconds` stays None)."""
     found = tuple(findings(results, mode))
+    totals = Totals.of(results)
+    counts = {status: totals.statuses[status] for status in ("changed", "unchanged", "skipped")}
+    counts.update(files=totals.files, errors=totals.errors, todos=totals.todos, rewrites=sum(totals.rewrites.values()))
+    verdict = "errors" if totals.errors else "changes needed" if counts["changed"] else "nothing to do"
     return Run(
         TOOL,
         tool_version(),
         inputs=tuple(display_path(r.path) for r in ordered(results)),
+        counts=counts,
+        verdict=verdict,
         findings=found,
         rules={f.rule: rule_info(f.rule) for f in found},
     )
