@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from migrate.discover import source_files  # noqa: E402
 from migrate.dispatch import file_kind, migrate_file  # noqa: E402
-from migrate.engine import FileResult  # noqa: E402
+from migrate.results import FileResult  # noqa: E402
 
 
 def _parses(kind: str, data: bytes, path: str) -> str | None:

@@ -7,7 +7,9 @@ skipped because it cannot be migrated: binary, undecodable, or not a kind neuron
 and with `--write` when a file changed on disk during the run and was therefore not written
 (`skipped: PATH: changed during the run, not written`; run again to migrate it). A file nested
 deeper than Python's parser accepts is an error naming its line, and so is a file whose worker
-process died; the other files are migrated all the same.
+process died; the other files are migrated all the same. An error in the options or the config is written
+in the chosen format too (`--format json`: an object with an `error` field). 130 when interrupted (Ctrl-C),
+never 1: an interrupted `--check` has not found a change (`neuroncompat_report.exits`).
 With the default text format diffs go to stdout (coloured only on a
 terminal, never with NO_COLOR set) and the summary to stderr; the other formats
 (`migrate.formats`) write their report to stdout and, for `github`, the summary to stderr.
@@ -24,11 +26,16 @@ import click
 
 from migrate import config as config_mod
 from migrate.discover import source_files
-from migrate.engine import Options
 from migrate.formats import FORMATS
+from migrate.options import Options
 from migrate.progress import on_terminal
 from migrate.registry import Selection
-from migrate.rule_families import get_rule
+from migrate.rule_families import all_rules, get_rule
+from neuroncompat_report.exits import FAILED, INPUT_ERROR, Command, InputError
+
+
+class _Command(Command):
+    tool = "neuron-migrate"
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -48,7 +55,7 @@ Exit codes: 0 nothing to change (or all written), 1 changes needed (--check),
 """
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
+@click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EPILOG)
 # the version is looked up in the package metadata only when asked for (the CLI's start-up stays light)
 @click.version_option(
     None, "--version", "-V", package_name="neuroncompat", prog_name="neuron-migrate", message="%(prog)s %(version)s"
@@ -67,6 +74,12 @@ Exit codes: 0 nothing to change (or all written), 1 changes needed (--check),
     default=None,
     help="Report format: text (diff + summary), json, markdown (PR comment), github (annotations), sarif.",
 )
+@click.option(
+    "--safe-only",
+    is_flag=True,
+    help="Only the rewrites that keep what the script does (safe fixes): land them first, then run without it "
+    "and review the unsafe rest (marked in every report).",
+)
 @click.option("--no-shim", is_flag=True, help="Do not add `import neuroncompat` to entry scripts.")
 @click.option(
     "--neuron-kernel",
@@ -77,7 +90,11 @@ Exit codes: 0 nothing to change (or all written), 1 changes needed (--check),
     "repeatable, added to [tool.neuron-migrate] neuron-kernels.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No diff and no summary; only errors.")
-@click.option("--explain", metavar="NMxxx", help="Describe one rule and exit.")
+@click.option(
+    "--explain",
+    metavar="NMxxx",
+    help="Describe one rule (id, name, fix safety, where it is declared and applied, its doc) and exit.",
+)
 @click.option("--rules-doc", is_flag=True, help="Print docs/rules.md (generated from the registry) and exit.")
 def main(
     paths: tuple[str, ...],
@@ -88,6 +105,7 @@ def main(
     exclude: tuple[str, ...],
     jobs: int | None,
     fmt: str | None,
+    safe_only: bool,
     no_shim: bool,
     neuron_kernels: tuple[str, ...],
     quiet: bool,
@@ -102,11 +120,15 @@ def main(
     """
     if explain:
         from migrate.docs import explain as render
+        from migrate.docs import safety_text
+        from migrate.rule_sources import places
 
         rule = get_rule(explain)
         if rule is None:
-            click.echo(f"neuron-migrate: unknown rule {explain!r}", err=True)
-            sys.exit(2)
+            raise InputError(f"unknown rule {explain!r}")
+        declared, used = places(rule.id)
+        click.echo(f"{rule.id} {rule.name}\nfix safety: {safety_text(rule)}")
+        click.echo(f"declared at: {', '.join(declared) or '-'}\napplied at: {', '.join(used) or '-'}\n")
         click.echo(render(rule), nl=False)
         return
     if rules_doc:
@@ -115,31 +137,28 @@ def main(
         click.echo(rules_markdown(), nl=False)
         return
     if not paths:
-        click.echo("neuron-migrate: give at least one file or directory (see --help)", err=True)
-        sys.exit(2)
+        raise InputError("give at least one file or directory (see --help)")
     if write and check:
-        click.echo("neuron-migrate: --write and --check are exclusive", err=True)
-        sys.exit(2)
+        raise InputError("--write and --check are exclusive")
     try:
         cfg = config_mod.load(Path(paths[0])).values
     except config_mod.ConfigError as exc:
-        click.echo(f"neuron-migrate: {exc}", err=True)
-        sys.exit(2)
+        raise InputError(str(exc)) from exc
 
     from migrate import runner
     from migrate.formats import text
 
     selection = Selection(
         select=_split(select) or _split(tuple(cfg.get("select", ()))),
-        ignore=_split(ignore) or _split(tuple(cfg.get("ignore", ()))),
+        ignore=(_split(ignore) or _split(tuple(cfg.get("ignore", ()))))
+        + (tuple(rule.id for rule in all_rules() if rule.safety == "unsafe") if safe_only else ()),
     )
     kernels = dict(cfg.get("neuron-kernels", {}))
     for entry in neuron_kernels:
         layer, _, repo = entry.partition("=")
         problem = config_mod.kernel_repo_problem(repo) if layer.strip() else "expected LAYER=org/repo:Class"
         if problem:
-            click.echo(f"neuron-migrate: --neuron-kernel {entry}: {problem}", err=True)
-            sys.exit(2)
+            raise InputError(f"--neuron-kernel {entry}: {problem}", fmt or cfg.get("format"))
         kernels[layer.strip()] = repo.strip()
     options = Options(
         selection=selection, shim=not no_shim and cfg.get("shim", True), neuron_kernels=tuple(sorted(kernels.items()))
@@ -153,8 +172,7 @@ def main(
         sys.exit(stdin.run(options, check))
     fmt = fmt or cfg.get("format", "text")
     if fmt not in FORMATS:
-        click.echo(f"neuron-migrate: unknown format {fmt!r} in pyproject.toml (one of {', '.join(FORMATS)})", err=True)
-        sys.exit(2)
+        raise InputError(f"unknown format {fmt!r} in pyproject.toml (one of {', '.join(FORMATS)})")
     files = list(source_files(list(paths), frozenset(exclude) | frozenset(cfg.get("exclude", ()))))
     jobs = jobs or cfg.get("jobs") or (runner.default_jobs() if len(files) > 8 else 1)
     progress = on_terminal(len(files), quiet)
@@ -181,6 +199,6 @@ def main(
         or (r.skip_reason and (r.path in named or r.skip_reason == runner.NOT_WRITTEN))
         for r in results
     ):
-        sys.exit(2)
+        sys.exit(INPUT_ERROR)
     if check and any(r.status == "changed" for r in results):
-        sys.exit(1)
+        sys.exit(FAILED)

@@ -19,6 +19,11 @@ class Frame:
     """What happened inside one statement; merged into its parent unless the line says skip."""
 
     hits: Counter[str] = field(default_factory=Counter)
+    # the original statement node, and the rewrites made in it (rule id, statement) and in its nested statements:
+    # where each rewrite is, for the reports that show it at its line (`migrate.engine` resolves the lines)
+    statement: cst.CSTNode | None = None
+    sites: list[tuple[str, cst.CSTNode]] = field(default_factory=list)
+    nested_hits: Counter[str] = field(default_factory=Counter)
     todos: list[tuple[str, str]] = field(default_factory=list)  # (rule id, message)
     warnings: list[tuple[str, str]] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
@@ -26,7 +31,11 @@ class Frame:
     skip_rules: tuple[str, ...] = ()  # `skip[NM305,NM2]`: these ids/prefixes are off inside the statement
 
     def merge(self, child: Frame) -> None:
+        if child.statement is not None:  # a rule may take a hit back (`hits[id] -= 1`): count what is left
+            child.sites.extend((rule_id, child.statement) for rule_id in (child.hits - child.nested_hits).elements())
         self.hits.update(child.hits)
+        self.nested_hits.update(child.hits)
+        self.sites.extend(child.sites)
         self.warnings.extend(child.warnings)
         self.candidates.extend(child.candidates)
 

@@ -17,7 +17,9 @@ import re
 import tokenize
 
 from migrate.discover import SUFFIXES
-from migrate.engine import FileResult, Options, migrate_source
+from migrate.engine import migrate_source
+from migrate.options import Options
+from migrate.results import FileResult
 
 _SHELL_SHEBANG = re.compile(rb"#![^\n]*\b(?:ba)?sh\b")
 _PYTHON_SHEBANG = re.compile(rb"#![^\n]*\bpython")

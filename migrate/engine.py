@@ -12,94 +12,24 @@ output changes nothing. Nearly every file settles in one pass (the second only c
 from __future__ import annotations
 
 import ast
-import re
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import NamedTuple
+import difflib
+from collections.abc import Callable
 
 import libcst as cst
 
 from migrate.context import FileContext
 from migrate.facts import FileFacts, wants_shim
 from migrate.imports import SHIM, add_imports
-from migrate.markers import SKIP_FILE, TODO_PREFIX, without_todos
+from migrate.markers import SKIP_FILE, without_todos
 from migrate.names import ImportMap
+from migrate.options import Options
 from migrate.parser_limits import cpython_tree
 from migrate.prefilter import docstring_lines, may_need_migration
-from migrate.registry import Selection
+from migrate.results import FileResult, Finding, Rewrite, TextChange, find_todos
+from migrate.statement_lines import statement_lines
 from migrate.transform import MigrationTransformer
 
 _SHIMMED = (b"torch", b"transformers", b"trl", b"accelerate", b"peft", b"diffusers")
-_TODO_LINE = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\):\s*(.*)")
-
-
-@dataclass(frozen=True)
-class Options:
-    """Settings that change what the engine produces."""
-
-    selection: Selection = Selection()
-    shim: bool = True
-    # (layer name, Neuron kernel repo "org/repo:Layer") pairs NM212 adds to `KernelConfig` mappings
-    neuron_kernels: tuple[tuple[str, str], ...] = ()
-    # False parses every file, as if the byte-level prefilter let all through: the output must be the same
-    # (it only skips files no rule would change), which tests/migrate/test_prefilter.py checks this way
-    prefilter: bool = True
-
-
-class Finding(NamedTuple):
-    """A TODO comment or a report-only note: rule id, text, and where (when known).
-
-    `line` is 1-based in the file; in a notebook it counts within the code cell `cell`
-    (1-based over all cells, as Jupyter shows them).
-    """
-
-    rule: str
-    message: str
-    line: int | None = None
-    cell: int | None = None
-
-
-class TextChange(NamedTuple):
-    """Old and new text of one file, or of one notebook cell, for the diff."""
-
-    old: str
-    new: str
-    cell: int | None = None
-
-
-@dataclass
-class FileResult:
-    """The outcome for one file. `new` is None when nothing changes or on error."""
-
-    path: str
-    status: str  # "unchanged", "changed", "skipped", "error", "internal-error"
-    new: bytes | None = None
-    hits: Counter[str] = field(default_factory=Counter)
-    todos: list[Finding] = field(default_factory=list)
-    warnings: list[Finding] = field(default_factory=list)
-    error: str | None = None
-    error_line: int | None = None
-    changes: list[TextChange] = field(default_factory=list)
-    kind: str = "python"  # "python", "notebook", "yaml", "shell"
-    # why a "skipped" file was not migrated (binary, undecodable, not a kind neuron-migrate knows);
-    # None for a `# neuron-migrate: skip-file` comment
-    skip_reason: str | None = None
-
-    @property
-    def changed(self) -> bool:
-        return self.new is not None
-
-
-def find_todos(text: str, cell: int | None = None) -> list[Finding]:
-    """Every `# TODO(neuron-migrate NMxxx): ...` comment in `text`, with its line."""
-    if TODO_PREFIX.strip() not in text:
-        return []
-    found = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = _TODO_LINE.search(line)
-        if match:
-            found.append(Finding(match.group(1), match.group(2), number, cell))
-    return found
 
 
 # Passes before a file that still changes is reported as an internal error (a rule that undoes
@@ -136,11 +66,14 @@ def _merged(first: FileResult, later: FileResult) -> FileResult:
     hits = first.hits + later.hits
     warnings = list(dict.fromkeys([*first.warnings, *later.warnings]))
     old = first.changes[0].old
+    back = _line_map(old, first.changes[0].new)  # the later pass's lines are lines of the first pass's output
+    rewrites = first.rewrites + [r._replace(line=back(r.line)) for r in later.rewrites]
     return FileResult(
         first.path,
         "changed",
         new=later.new,
         hits=hits,
+        rewrites=sorted(rewrites, key=_by_line),
         todos=later.todos,
         warnings=warnings,
         changes=[TextChange(old, later.changes[0].new)],
@@ -226,10 +159,48 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
         "changed",
         new=new_bytes,
         hits=root.hits,
+        rewrites=_rewrites(module, root.hits, root.sites),
         todos=find_todos(new_text),
         warnings=[Finding(rule_id, message) for rule_id, message in root.warnings],
         changes=[TextChange(text, new_text)],
     )
+
+
+def _rewrites(module: cst.Module, hits: dict[str, int], sites: list[tuple[str, cst.CSTNode]]) -> list[Rewrite]:
+    """Each rewrite at the line of the statement it was made in (`sites`, from the transformer's frames).
+
+    Lines come from one rendering of the parsed tree (`migrate.statement_lines`), made only for a file that
+    changed. A rule that took a hit back can leave a site too many (the later lines are dropped); a hit made
+    outside any statement (a module-level pass) has no line.
+    """
+    lines = statement_lines(module, {statement for _, statement in sites}) if sites else {}
+    located: dict[str, list[int | None]] = {}
+    for rule_id, statement in sites:
+        located.setdefault(rule_id, []).append(lines.get(statement))
+    found = []
+    for rule_id, count in hits.items():
+        where = sorted(line for line in located.get(rule_id, ()) if line is not None)
+        found += [Rewrite(rule_id, line) for line in ([*where, *[None] * count])[:count]]
+    return sorted(found, key=_by_line)
+
+
+def _by_line(rewrite: Rewrite) -> tuple[int, int, str]:
+    return (rewrite.cell or 0, rewrite.line or 0, rewrite.rule)
+
+
+def _line_map(old: str, new: str) -> Callable[[int | None], int | None]:
+    """A function from a line of `new` to the line of `old` it came from (a changed line: where its change starts)."""
+    opcodes = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False).get_opcodes()
+
+    def back(line: int | None) -> int | None:
+        if line is None:
+            return None
+        for tag, i1, _, j1, j2 in opcodes:
+            if j1 < line <= j2:
+                return i1 + (line - j1) if tag == "equal" else i1 + 1
+        return line
+
+    return back
 
 
 def _may_want_shim(data: bytes) -> bool:

@@ -29,8 +29,10 @@ from migrate.configs.edits import Changes
 from migrate.configs.shell_rules import migrate_shell, shell_rules
 from migrate.configs.yaml_rules import migrate_yaml
 from migrate.discover import SUFFIXES
-from migrate.engine import FileResult, Finding, Options, TextChange, find_todos, migrate_source
+from migrate.engine import migrate_source
 from migrate.markers import SKIP_FILE
+from migrate.options import Options
+from migrate.results import FileResult, Finding, TextChange, find_todos
 
 _CELL_MARK = "_neuron_migrate_cell_{}_"
 _CELL_SPLIT = re.compile(r"^_neuron_migrate_cell_(\d+)_\n", re.M)

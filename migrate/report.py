@@ -1,4 +1,4 @@
-"""What every report format shares: file order, display paths, counts, and the diff itself.
+"""What every report format shares: file order, display paths, counts, fix safety, and the diff itself.
 
 Diffs are plain text that `git apply`/`patch -p1` accept (`a/` and `b/` prefixes), never run
 through a markup renderer, so what is shown is exactly what `--write` produces. A notebook's
@@ -14,7 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrate.engine import FileResult, Finding
+from migrate.results import FileResult, Finding, Rewrite
+from migrate.rule_families import get_rule
 
 ERRORS = ("error", "internal-error")
 
@@ -45,7 +46,7 @@ def status_text(result: FileResult, mode: str) -> str:
     return "error" if result.status in ERRORS else result.status
 
 
-def where(finding: Finding) -> str:
+def where(finding: Finding | Rewrite) -> str:
     """`line 4`, `cell 3, line 2`, `cell 3` or `` for a finding's location."""
     parts = [f"cell {finding.cell}"] if finding.cell is not None else []
     if finding.line is not None:
@@ -107,3 +108,31 @@ class Totals:
 def rewrites_text(hits: Counter[str]) -> str:
     """`NM101 ×2, NM104 ×1` in id order."""
     return ", ".join(f"{rule} ×{n}" for rule, n in sorted(hits.items()))
+
+
+def unsafe(rule_id: str) -> bool:
+    """Whether the rule's rewrite can change what the script does (its fix safety, as in ruff)."""
+    rule = get_rule(rule_id)
+    return rule is not None and rule.safety == "unsafe"
+
+
+def rewrites_of(result: FileResult) -> list[Rewrite]:
+    """One entry per rewrite of a changed file, in line order: where the engine located it, else (a notebook, a
+    config, a module-level pass) at the file's first change, or its first changed cell."""
+    if result.status != "changed":
+        return []
+    located = Counter(r.rule for r in result.rewrites)
+    cell = result.changes[0].cell if result.changes else None
+    first = None if cell is not None else first_changed_line(result)
+    rest = [Rewrite(rule_id, first, cell) for rule_id, n in result.hits.items() for _ in range(n - located[rule_id])]
+    return sorted([*result.rewrites, *rest], key=lambda r: (r.cell or 0, r.line or 0, r.rule))
+
+
+def unsafe_summary(results: list[FileResult]) -> str | None:
+    """`6 of 9 rewrites change behaviour: review them (NM202, NM205, ...)`, or None when every rewrite is safe."""
+    rewrites = [rewrite for r in results for rewrite in rewrites_of(r)]
+    risky = sorted({r.rule for r in rewrites if unsafe(r.rule)})
+    if not risky:
+        return None
+    count = sum(1 for r in rewrites if unsafe(r.rule))
+    return f"{count} of {plural(len(rewrites), 'rewrite')} change behaviour: review them ({', '.join(risky)})"

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from migrate.dispatch import migrate_file
-from migrate.engine import FileResult, Options
+from migrate.options import Options
+from migrate.results import FileResult
 
 if TYPE_CHECKING:  # the pool and the writer are imported where used: one file checked needs neither
     import multiprocessing.connection
@@ -151,21 +152,31 @@ def _pool_round(
 
     futures: dict[Future[list[_Outcome]], list[int]] = {}
     broken = False
-    with ProcessPoolExecutor(max_workers=min(jobs, len(indices))) as pool:
+    with ProcessPoolExecutor(max_workers=min(jobs, len(indices)), initializer=_leave_interrupts_to_the_parent) as pool:
         try:
             for start in range(0, len(indices), chunk):
                 batch = indices[start : start + chunk]
                 futures[pool.submit(_migrate_paths, [work[i] for i in batch])] = batch
         except BrokenProcessPool:  # a worker died before every file was handed out
             broken = True
-        for future in as_completed(futures):
-            try:
-                outcomes.update(zip(futures[future], future.result()))
-            except BrokenProcessPool:
-                broken = True
-            else:
-                report(len(outcomes))
+        try:
+            for future in as_completed(futures):
+                try:
+                    outcomes.update(zip(futures[future], future.result()))
+                except BrokenProcessPool:
+                    broken = True
+                else:
+                    report(len(outcomes))
+        except KeyboardInterrupt:  # Ctrl-C: drop the files not started rather than migrate them all first
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return broken
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    """A worker ignores Ctrl-C (its whole process group gets SIGINT): the parent stops the run and exits 130,
+    rather than every worker printing a KeyboardInterrupt traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _migrate_paths(batch: list[_Work]) -> list[_Outcome]:

@@ -124,7 +124,7 @@ class MigrationTransformer(cst.CSTTransformer):
         ctx = self.ctx
         kind = type(node)
         if kind in _STATEMENTS:
-            frame = Frame()
+            frame = Frame(statement=node)
             ctx.frames.append(frame)
             if self.rule_skips:
                 frame.skip_rules = _listed_skips(node)

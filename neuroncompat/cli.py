@@ -25,6 +25,7 @@ from neuroncompat.simulate import redirect_log, report
 from neuroncompat.simulate import settings as simulate_settings
 from neuroncompat.simulate.op_findings import FALLBACK_ENV
 from neuroncompat.simulate.report import DEFAULT_GRAPH_COST, DEFAULT_MAX_SHAPES, STRICT_EXIT_CODE, STRICT_KINDS
+from neuroncompat_report.exits import Failure, Group, InputError
 
 EPILOG = """\b
 Examples:
@@ -39,7 +40,9 @@ Exit codes: 0 ok, 1 changes needed or a stage failed, 2 usage or input error,
 
 
 @click.group(
-    help="Run Hugging Face scripts natively on AWS Trainium (TorchNeuron).",
+    cls=Group,
+    help="Run Hugging Face scripts natively on AWS Trainium (TorchNeuron). Exit statuses, for every command: "
+    "0 passed, 1 a stage or the script failed, 2 a usage or input error (in the chosen --format), 130 interrupted.",
     context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
     epilog=EPILOG,
 )
@@ -253,7 +256,8 @@ def simulate(
     help="Will MODEL's architecture run on Trainium? Builds a tiny random model of the same architecture and, on "
     'the simulated device with the shim, loads it with device_map="neuron", generates greedily with a static '
     "cache and takes a training step eager and compiled, each compared with the CPU. MODEL is a directory with "
-    "config.json, a config.json, or a hub id whose config is cached. Exits 1 when a stage fails.",
+    "config.json, a config.json, or a hub id whose config is cached. Exits 1 when a stage fails, 2 when MODEL "
+    "cannot be checked (no config, or one transformers cannot read), 130 when interrupted.",
 )
 @click.option(
     "--format",
@@ -280,8 +284,10 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
         progress.start()
     try:
         result = preflight.check(model, tensor_parallel=tensor_parallel, progress=progress)
-    except preflight.CheckError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except preflight.CheckInputError as exc:
+        raise InputError(str(exc)) from exc
+    except preflight.CheckError as exc:  # a timeout, a worker that died: the check could not finish
+        raise Failure(str(exc)) from exc
     finally:
         if progress is not None:
             progress.close()

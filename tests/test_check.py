@@ -195,7 +195,7 @@ def test_text_report_of_a_passing_model(llama_cli):
 
 def test_a_clear_error_for_a_missing_config(tmp_path):
     code, output = _check(tmp_path, "text")
-    assert code == 1 and "no config.json in this directory" in output
+    assert code == 2 and "no config.json in this directory" in output
 
 
 def test_a_training_step_that_draws_random_numbers_draws_the_same_on_the_cpu_reference(neuron):

@@ -1,4 +1,7 @@
-"""No import cycles in `migrate` or `neuroncompat`, checked statically on the import graph.
+"""No import cycles in `migrate` or `neuroncompat`, and no `migrate` module importing one above it.
+
+`neuroncompat_report`, what the three commands share in how they report, lies below both packages: it imports
+neither (`neuroncompat`'s `__init__` starts the shim, which `neuron-migrate` must never do).
 
 The check is an AST walk, independent of any structure tool: every `import`/`from ... import` in
 every module of both packages (including imports inside functions, which still make a loop for
@@ -6,6 +9,10 @@ a reader and for tools such as pydeps) becomes an edge to the project module it 
 test fails when any strongly connected component has more than one module, naming the modules.
 A package's `__init__` is reached only when a module imports the package itself, so the usual
 "package re-exports its submodules" is not a cycle; a submodule that imports its own package is.
+
+`MIGRATE_LAYERS` names migrate's layers, top first, and every migrate module's place in them: an import
+may stay in its layer (the cycle test keeps that loop-free) or go down, never up. So the report formats
+and the config-file migrators, which only need a result type, cannot reach the libcst pipeline again.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("migrate", "neuroncompat")
+PACKAGES = ("migrate", "neuroncompat", "neuroncompat_report")
 
 
 def _modules() -> dict[str, Path]:
@@ -47,6 +54,68 @@ def _edges(modules: dict[str, Path]) -> dict[str, set[str]]:
                     elif target in modules:
                         edges[name].add(target)
     return edges
+
+
+# Top first. A name stands for the module and everything under it; the longest matching name places a module.
+MIGRATE_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("command line", ("migrate.__main__", "migrate.cli")),
+    ("run over files", ("migrate.runner", "migrate.dispatch", "migrate.notebook", "migrate.stdin")),
+    ("python pipeline", ("migrate.engine", "migrate.transform")),
+    ("reports", ("migrate.report", "migrate.formats", "migrate.docs", "migrate.rule_sources")),
+    ("rule table", ("migrate.rule_families",)),
+    ("rules", ("migrate.rules", "migrate.configs")),
+    ("file context", ("migrate.context",)),
+    (
+        "records and text helpers",
+        (
+            "migrate",
+            "migrate.results",
+            "migrate.options",
+            "migrate.registry",
+            "migrate.config",
+            "migrate.discover",
+            "migrate.facts",
+            "migrate.flow",
+            "migrate.imports",
+            "migrate.kernel_repos",
+            "migrate.markers",
+            "migrate.names",
+            "migrate.parser_limits",
+            "migrate.prefilter",
+            "migrate.statement_lines",
+            "migrate.writer",
+            "migrate.rules.references",
+            "migrate.configs.cores",
+            "migrate.configs.shell_syntax",
+        ),
+    ),
+)
+
+
+def _layer(module: str) -> int:
+    """Index of `module`'s layer in MIGRATE_LAYERS (0 = top), by the longest name that contains it."""
+    best: tuple[int, int] | None = None
+    for depth, (_, names) in enumerate(MIGRATE_LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and (best is None or len(name) > best[0]):
+                best = (len(name), depth)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer of MIGRATE_LAYERS: add it where it belongs")
+    return best[1]
+
+
+def _upward(edges: dict[str, set[str]]) -> list[str]:
+    """Every migrate import that goes to a higher layer, as `importer (layer) -> imported (layer)`."""
+    found = []
+    for name in sorted(edges):
+        if not name.startswith("migrate"):
+            continue
+        for target in sorted(edges[name]):
+            if target.startswith("migrate") and _layer(target) < _layer(name):
+                found.append(
+                    f"{name} ({MIGRATE_LAYERS[_layer(name)][0]}) -> {target} ({MIGRATE_LAYERS[_layer(target)][0]})"
+                )
+    return found
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -94,3 +163,26 @@ def test_the_walk_sees_the_project_imports() -> None:
 
 def test_no_import_cycles() -> None:
     assert _cycles(_edges(_modules())) == []
+
+
+def test_every_migrate_module_has_a_layer() -> None:
+    for name in _modules():
+        if name == "migrate" or name.startswith("migrate."):
+            _layer(name)  # raises naming the module that is in no layer
+
+
+def test_the_layer_check_catches_an_upward_import() -> None:
+    assert _layer("migrate.rules.references") > _layer("migrate.context") > _layer("migrate.rules.device")
+    edges = {"migrate.results": {"migrate.engine"}, "migrate.engine": {"migrate.results"}}
+    assert _upward(edges) == ["migrate.results (records and text helpers) -> migrate.engine (python pipeline)"]
+
+
+def test_no_migrate_module_imports_one_above_it() -> None:
+    assert _upward(_edges(_modules())) == []
+
+
+def test_the_shared_report_package_imports_neither_command_package() -> None:
+    edges = _edges(_modules())
+    shared = {name: targets for name, targets in edges.items() if name.split(".")[0] == "neuroncompat_report"}
+    assert "neuroncompat_report.exits" in shared
+    assert {t for targets in shared.values() for t in targets if t.split(".")[0] != "neuroncompat_report"} == set()

@@ -17,9 +17,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from migrate.engine import Finding
 from migrate.markers import SKIP_MARKER, TODO_PREFIX, Skip, find_skip
 from migrate.registry import Selection
+from migrate.results import Finding, Rewrite
 
 _TAG = re.compile(r"#\s*TODO\(neuron-migrate (NM\d+)\)")
 
@@ -43,6 +43,7 @@ class Changes:
     todos: list[tuple[int, str, str]] = field(default_factory=list)  # (offset, rule, message)
     remarks: list[tuple[int, Finding]] = field(default_factory=list)  # (anchor, note)
     hits: Counter[str] = field(default_factory=Counter)
+    rewrites: list[Rewrite] = field(default_factory=list)  # each rewrite `apply` made, at its line
 
     def enabled(self, rule: str) -> bool:
         return self.selection.enabled(rule)
@@ -108,6 +109,7 @@ class Changes:
                 pieces.append(edit)
                 sites.add((edit.rule, edit.anchor))
         self.hits.update(rule for rule, _ in sites)
+        self.rewrites = sorted(Rewrite(rule, self.line_of(anchor)) for rule, anchor in sites)
         pieces.sort(key=lambda e: (e.start, e.end))
         out, position = [], 0
         for edit in pieces:

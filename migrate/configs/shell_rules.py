@@ -22,7 +22,8 @@ from migrate.configs.catalog import TODO_TEXT
 from migrate.configs.edits import Changes
 from migrate.configs.shell_syntax import Command, Word, commands, is_assignment
 from migrate.configs.textfile import migrate_text
-from migrate.engine import FileResult, Options
+from migrate.options import Options
+from migrate.results import FileResult
 from migrate.rules.drift import FIELDS as DRIFT
 from migrate.rules.optimum_training import ARGUMENT_FIELDS, DROPPED, lost_capability
 from migrate.rules.todo_catalogue import MESSAGES as TODO_MESSAGES

@@ -12,8 +12,9 @@ import re
 from collections.abc import Callable
 
 from migrate.configs.edits import Changes
-from migrate.engine import FileResult, Options, TextChange, find_todos
 from migrate.markers import SKIP_FILE
+from migrate.options import Options
+from migrate.results import FileResult, TextChange, find_todos
 
 
 class Undecodable(ValueError):
@@ -76,6 +77,7 @@ def migrate_text(
         "changed",
         new=new_text.encode("utf-8"),
         hits=changes.hits,
+        rewrites=changes.rewrites,
         todos=find_todos(new_text),
         warnings=changes.notes,
         changes=[TextChange(text, new_text)],

@@ -38,7 +38,8 @@ from migrate.configs import cores, k8s_rules
 from migrate.configs.catalog import TODO_TEXT
 from migrate.configs.edits import Changes
 from migrate.configs.textfile import migrate_text
-from migrate.engine import FileResult, Options
+from migrate.options import Options
+from migrate.results import FileResult
 from migrate.rules.drift import FIELDS as DRIFT
 from migrate.rules.drift import Removed
 from migrate.rules.todo_catalogue import quantized_load_message

@@ -1,61 +1,19 @@
 """`--format github`: GitHub Actions workflow commands, which become annotations on the PR diff.
 
-`::error` for files that fail to parse and, under `--check`, for files that would change;
-`::warning` for each TODO; `::notice` for notes and for pending rewrites outside `--check`.
-Values are escaped as the Actions toolkit does (`%`, CR, LF; plus `:` and `,` in properties).
-A notebook finding carries no `line`: its lines count within a cell, not within the JSON file.
+`::error` for files that fail to parse and, under `--check`, for each rewrite, at the line of its
+statement with its rule id in the title (`(unsafe)` where it can change behaviour); `::warning` for each
+TODO; `::notice` for notes and for the rewrites outside `--check`. A notebook finding carries no `line`: its
+lines count within a cell, not within the JSON file. Rendered by the renderer every command shares
+(`neuroncompat_report.github`) from `migrate.formats.findings`.
 """
 
 from __future__ import annotations
 
-from migrate.engine import FileResult, Finding
-from migrate.report import display_path, first_changed_line, ordered, rewrites_text, where
-from migrate.rule_families import get_rule
-
-
-def _data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _property(text: str) -> str:
-    return _data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def _command(level: str, path: str, line: int | None, title: str, message: str) -> str:
-    props = [f"file={_property(path)}"]
-    if line is not None:
-        props.append(f"line={line}")
-    props.append(f"title={_property(title)}")
-    return f"::{level} {','.join(props)}::{_data(message)}\n"
-
-
-def _finding(level: str, result: FileResult, finding: Finding) -> str:
-    rule = get_rule(finding.rule)
-    title = f"{finding.rule} {rule.name}" if rule else finding.rule
-    message = finding.message if finding.cell is None else f"{where(finding)}: {finding.message}"
-    return _command(level, display_path(result.path), finding.line if finding.cell is None else None, title, message)
+from migrate.formats.findings import run
+from migrate.results import FileResult
+from neuroncompat_report import github
 
 
 def render(results: list[FileResult], mode: str) -> str:
-    out = []
-    for r in ordered(results):
-        path = display_path(r.path)
-        if r.error:
-            out.append(_command("error", path, r.error_line, f"neuron-migrate {r.status}", r.error))
-        if r.status == "changed":
-            cell = r.changes[0].cell
-            level = "error" if mode == "check" else "notice"
-            verb = "rewrote" if mode == "write" else "would rewrite"
-            where_ = f" (first change in cell {cell})" if cell is not None else ""
-            out.append(
-                _command(
-                    level,
-                    path,
-                    None if cell is not None else first_changed_line(r),
-                    "neuron-migrate",
-                    f"{verb}{where_}: {rewrites_text(r.hits)}; run neuron-migrate --write",
-                )
-            )
-        out.extend(_finding("warning", r, todo) for todo in r.todos)
-        out.extend(_finding("notice", r, note) for note in r.warnings)
-    return "".join(out)
+    migration = run(results, mode)
+    return github.render(migration.findings, migration.rules)

@@ -1,4 +1,4 @@
-"""`--format json`: one document per run, its schema published as `docs/report.schema.json`.
+"""`--format json`: one document per run, its schema published as `docs/migrate.schema.json`.
 
 The schema is versioned (`schema_version`); fields are only ever added within a version.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from importlib import metadata
 
-from migrate.engine import FileResult, Finding
 from migrate.report import Totals, display_path, ordered, unified_diff
+from migrate.results import FileResult, Finding
 from migrate.rule_families import get_rule
 
 SCHEMA_VERSION = 1

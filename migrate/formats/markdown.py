@@ -1,7 +1,8 @@
 """`--format markdown`: a pull-request comment.
 
-A summary line and a table of the files that need attention (changed, TODOs, errors), then per
-file the rules applied, the TODOs and a collapsible diff. The first line is a hidden marker so a
+A summary line, how many rewrites can change behaviour (unsafe fixes, with their rule ids), and a table
+of the files that need attention (changed, TODOs, errors), then per file the rules applied with their
+lines (each unsafe one marked, with how it changes behaviour), the TODOs and a collapsible diff. The first line is a hidden marker so a
 CI job can find and update its previous comment instead of adding one per push. GitHub rejects
 comments over 65,536 characters, so diffs that would pass `BUDGET` are left out with a note.
 """
@@ -10,8 +11,19 @@ from __future__ import annotations
 
 import re
 
-from migrate.engine import FileResult
-from migrate.report import Totals, display_path, ordered, plural, rewrites_text, status_text, unified_diff, where
+from migrate.report import (
+    Totals,
+    display_path,
+    ordered,
+    plural,
+    rewrites_of,
+    rewrites_text,
+    status_text,
+    unified_diff,
+    unsafe_summary,
+    where,
+)
+from migrate.results import FileResult
 from migrate.rule_families import get_rule
 
 MARKER = "<!-- neuron-migrate report -->"
@@ -45,6 +57,9 @@ def render(results: list[FileResult], mode: str) -> str:
         f"{totals.statuses['unchanged']} unchanged, {totals.statuses['skipped']} skipped, "
         f"{plural(totals.errors, 'error')}, {plural(totals.todos, 'TODO')}\n",
     ]
+    risky = unsafe_summary(results)
+    if risky:
+        out.append(f"\n:warning: **{risky}**: each is marked **unsafe** below, with how it changes behaviour.\n")
     shown = [r for r in ordered(results) if r.status == "changed" or r.todos or r.error or r.warnings]
     if not shown:
         out.append("\nNothing to migrate.\n")
@@ -78,10 +93,17 @@ def _section(result: FileResult, mode: str) -> tuple[str, str]:
         out.append(f"\n**Error:** {_code(result.error)}\n")
     if result.hits:
         out.append(f"\n**Rules applied** ({status_text(result, mode)}):\n\n")
+        places: dict[str, list[str]] = {}
+        for rewrite in rewrites_of(result):
+            place = where(rewrite)
+            if place and place not in places.setdefault(rewrite.rule, []):
+                places[rewrite.rule].append(place)
         for rule_id, n in sorted(result.hits.items()):
             rule = get_rule(rule_id)
             name = f" {_code(rule.name)}" if rule else ""
-            out.append(f"- **{rule_id}**{name} ×{n}: {rule.summary if rule else ''}\n")
+            at = f" ({'; '.join(places[rule_id])})" if places.get(rule_id) else ""
+            risk = f" **unsafe:** {rule.safety_reason}" if rule and rule.safety == "unsafe" else ""
+            out.append(f"- **{rule_id}**{name} ×{n}{at}: {rule.summary if rule else ''}{risk}\n")
     if result.todos:
         out.append("\n**TODOs** (manual work):\n\n")
         for todo in result.todos:

@@ -1,133 +1,19 @@
 """`--format sarif`: SARIF 2.1.0 for code scanning (e.g. github/codeql-action/upload-sarif).
 
-Results: each TODO (`warning`), each pending rewrite per file (`error` under `--check`, else
-`note`, located at the first changed line), each parse error (`error`) and each note (`note`).
-`tool.driver.rules` lists only the rules the results use, in id order, so the output does not
-change when unrelated rules are added. Notebook results name the cell in the message and carry
-no region (cell lines are not lines of the JSON file). Fix safety rides in property bags: each
-registered rule and each of its results carry `safety` (and `safetyReason` when unsafe); a
-pending rewrite lists the unsafe rules among its rewrites in `unsafeRewrites`.
+Results: each TODO (`warning`), each rewrite under its own rule id at the line of its statement
+(`error` under `--check`, else `note`; a notebook's in the cell the message names, a config file's at its
+line), each parse error (`error`) and each note (`note`), rendered by the renderer every command shares
+(`neuroncompat_report.sarif`) from `migrate.formats.findings`. Fix safety rides in property bags: each
+registered rule and each of its results carry `safety` (and `safetyReason` when unsafe), and an unsafe
+rewrite's message says how it changes behaviour.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from urllib.parse import quote
-
-from migrate.docs import explain
-from migrate.engine import FileResult, Finding
-from migrate.formats.json import tool_version
-from migrate.report import display_path, first_changed_line, ordered, rewrites_text, where
-from migrate.rule_families import get_rule
-
-SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-# results that are not about one registered rule
-PSEUDO_RULES = {
-    "pending-rewrite": "neuron-migrate would rewrite this file; run `neuron-migrate --write`.",
-    "parse-error": "The file (or notebook cell) could not be parsed and was left unchanged.",
-    "internal-error": "neuron-migrate failed on this file and left it unchanged; please report it.",
-}
-
-
-def _location(path: str, line: int | None) -> dict:
-    shown = display_path(path)
-    artifact = (
-        {"uri": Path(shown).as_uri()} if shown.startswith("/") else {"uri": quote(shown), "uriBaseId": "%SRCROOT%"}
-    )
-    location: dict = {"physicalLocation": {"artifactLocation": artifact}}
-    if line is not None:
-        location["physicalLocation"]["region"] = {"startLine": line}
-    return location
-
-
-def _descriptor(rule_id: str) -> dict:
-    rule = get_rule(rule_id)
-    if rule is None:
-        text = PSEUDO_RULES.get(rule_id, rule_id)
-        return {"id": rule_id, "name": rule_id, "shortDescription": {"text": text}}
-    return {
-        "id": rule.id,
-        "name": rule.name,
-        "shortDescription": {"text": rule.summary},
-        "fullDescription": {"text": rule.rationale},
-        "help": {"text": rule.rationale, "markdown": explain(rule)},
-        "defaultConfiguration": {"level": "warning" if rule.todo else "note"},
-        "properties": _safety(rule_id),
-    }
-
-
-def _safety(rule_id: str) -> dict:
-    """The SARIF property bag of a registered rule's fix safety: `safety` and, when unsafe, `safetyReason`."""
-    rule = get_rule(rule_id)
-    if rule is None:
-        return {}
-    return {"safety": rule.safety, **({"safetyReason": rule.safety_reason} if rule.safety_reason else {})}
+from migrate.formats.findings import run
+from migrate.results import FileResult
+from neuroncompat_report import sarif
 
 
 def render(results: list[FileResult], mode: str) -> str:
-    raw: list[tuple[str, str, str, dict, dict]] = []  # (rule id, level, message, location, properties)
-
-    def finding(level: str, result: FileResult, item: Finding) -> None:
-        message = item.message if item.cell is None else f"{where(item)}: {item.message}"
-        raw.append(
-            (
-                item.rule,
-                level,
-                message,
-                _location(result.path, item.line if item.cell is None else None),
-                _safety(item.rule),
-            )
-        )
-
-    for r in ordered(results):
-        if r.error:
-            rule_id = "internal-error" if r.status == "internal-error" else "parse-error"
-            raw.append((rule_id, "error", r.error, _location(r.path, r.error_line), {}))
-        if r.status == "changed":
-            cell = r.changes[0].cell
-            verb = "rewrote" if mode == "write" else "would rewrite"
-            message = f"{verb}{f' (first change in cell {cell})' if cell else ''}: {rewrites_text(r.hits)}"
-            unsafe = [rule_id for rule_id in sorted(r.hits) if _safety(rule_id).get("safety") == "unsafe"]
-            raw.append(
-                (
-                    "pending-rewrite",
-                    "error" if mode == "check" else "note",
-                    message,
-                    _location(r.path, None if cell is not None else first_changed_line(r)),
-                    {"unsafeRewrites": unsafe},
-                )
-            )
-        for todo in r.todos:
-            finding("warning", r, todo)
-        for note in r.warnings:
-            finding("note", r, note)
-    rule_ids = sorted({rule_id for rule_id, *_ in raw})
-    index = {rule_id: i for i, rule_id in enumerate(rule_ids)}
-    document = {
-        "$schema": SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "neuron-migrate",
-                        "version": tool_version(),
-                        "rules": [_descriptor(rule_id) for rule_id in rule_ids],
-                    }
-                },
-                "results": [
-                    {
-                        "ruleId": rule_id,
-                        "ruleIndex": index[rule_id],
-                        "level": level,
-                        "message": {"text": message},
-                        "locations": [location],
-                        **({"properties": properties} if properties else {}),
-                    }
-                    for rule_id, level, message, location, properties in raw
-                ],
-            }
-        ],
-    }
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return sarif.render(run(results, mode))

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import click
 
-from migrate.engine import FileResult
-from migrate.report import Totals, display_path, ordered, plural, unified_diff, where
+from migrate.report import (
+    Totals,
+    display_path,
+    ordered,
+    plural,
+    rewrites_of,
+    unified_diff,
+    unsafe,
+    unsafe_summary,
+    where,
+)
+from migrate.results import FileResult, Finding, Rewrite
 from migrate.rule_families import get_rule
 
 _COLOURS = {"+": "green", "-": "red", "@": "cyan"}
@@ -28,8 +38,10 @@ def diffs(results: list[FileResult]) -> str:
 
 def render(results: list[FileResult], mode: str) -> str:
     """Files scanned/changed/skipped/errors; with --check or --write each file that would change
-    (or changed: in diff mode the diffs name them); rewrites per rule; TODOs and notes with
-    file:line; each file skipped for a reason other than a skip-file comment, and each error."""
+    (or changed: in diff mode the diffs name them); rewrites per rule, `(unsafe)` marking the rules whose
+    rewrite can change behaviour, then how many rewrites are unsafe and each one at file:line with how it
+    changes behaviour; TODOs and notes with file:line; each file skipped for a reason other than a skip-file
+    comment, and each error."""
     totals = Totals.of(results)
     verb = "changed" if mode == "write" else "would change"
     lines = [
@@ -44,7 +56,15 @@ def render(results: list[FileResult], mode: str) -> str:
         lines.append("rewrites per rule:")
         for rule_id, n in sorted(totals.rewrites.items()):
             rule = get_rule(rule_id)
-            lines.append(f"  {rule_id} {rule.name if rule else '?'}: {n}")
+            lines.append(f"  {rule_id} {rule.name if rule else '?'}: {n}" + (" (unsafe)" if unsafe(rule_id) else ""))
+    risky = unsafe_summary(results)
+    if risky:
+        lines.append(risky)
+        for r in results:
+            for rewrite in rewrites_of(r):
+                rule = get_rule(rewrite.rule)
+                if rule is not None and unsafe(rule.id):
+                    lines.append(f"  unsafe: {_location(r, rewrite)}: {rule.id} {rule.name}: {rule.safety_reason}")
     if totals.todos:
         lines.append(f"TODOs needing manual work ({totals.todos}):")
         for r in results:
@@ -62,7 +82,7 @@ def render(results: list[FileResult], mode: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _location(result: FileResult, finding) -> str:
+def _location(result: FileResult, finding: Finding | Rewrite) -> str:
     if finding.cell is None:
         return display_path(result.path) + (f":{finding.line}" if finding.line is not None else "")
     return f"{display_path(result.path)} ({where(finding)})"

@@ -38,27 +38,48 @@ SCHEMA = "neuroncompat.check/1"
 
 
 class CheckError(Exception):
-    """MODEL cannot be checked (no config, a timeout, the worker died): the message says why."""
+    """MODEL cannot be checked (a timeout, the worker died; or bad input, below): the message says why."""
+
+
+class CheckInputError(CheckError):
+    """MODEL is not something to check: no config, a config that is not JSON, or one transformers cannot read.
+    The user's to fix (``check`` exits 2), not a failure of the model or of the tool."""
 
 
 def config_file(model: str) -> Path:
     """MODEL's ``config.json``: the path itself, a directory's, or the cached hub snapshot's."""
     path = Path(model)
     if path.is_file():
-        return path
+        return _readable(path)
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise CheckError(f"{model}: no config.json in this directory")
-        return path / "config.json"
+            raise CheckInputError(f"{model}: no config.json in this directory")
+        return _readable(path / "config.json")
     try:
         from huggingface_hub import hf_hub_download
 
         return Path(hf_hub_download(model, "config.json", local_files_only=True))
     except Exception as exc:  # not a local path, not in the cache
-        raise CheckError(
+        raise CheckInputError(
             f"{model}: not a directory, not a config.json and not in the local hub cache ({type(exc).__name__}); "
             "pass a directory or config.json, or download the config first"
         ) from exc
+
+
+def _readable(config: Path) -> Path:
+    """``config`` if it holds a JSON object; otherwise the error names the file, line and cause, here rather than
+    as a traceback from the worker (which would only start torch to find the same)."""
+    try:
+        values = json.loads(config.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CheckInputError(f"{config}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise CheckInputError(f"{config}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from exc
+    except OSError as exc:
+        raise CheckInputError(f"{config}: cannot read: {exc.strerror or exc}") from exc
+    if not isinstance(values, dict):
+        raise CheckInputError(f"{config}:1: a model config is a JSON object, not {type(values).__name__}")
+    return config
 
 
 def check(
@@ -75,6 +96,32 @@ def check(
     if isinstance(result, CheckError):
         raise result
     return result
+
+
+def _run_worker(
+    command: list[str], scratch: str, timeout: float, pass_fds: tuple[int, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """Run the worker to its end; on a timeout or Ctrl-C it is killed and reaped before the error goes on.
+
+    ``subprocess.run`` leaves a worker it killed on Ctrl-C unreaped (it waits a quarter of a second), so an
+    interrupted ``check`` could exit while its worker still held memory and the scratch directory.
+    """
+    with subprocess.Popen(
+        command,
+        env=worker_environment(os.environ),
+        cwd=scratch,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        pass_fds=pass_fds,  # the progress relay's pipe (check/progress.py), when there is one
+    ) as worker:
+        try:
+            stdout, stderr = worker.communicate(timeout=timeout)
+        except BaseException:
+            worker.kill()
+            worker.wait()
+            raise
+    return subprocess.CompletedProcess(command, worker.returncode, stdout, stderr)
 
 
 def check_many(
@@ -103,15 +150,7 @@ def check_many(
         try:
             # `python -m` puts its working directory first on sys.path: the empty scratch directory, so a
             # user's concurrent.py or torch.py beside the model cannot shadow what the worker imports.
-            done = subprocess.run(
-                command,
-                env=worker_environment(os.environ),
-                cwd=scratch,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                pass_fds=() if relay is None else (relay.write_fd,),
-            )
+            done = _run_worker(command, scratch, timeout, () if relay is None else (relay.write_fd,))
         except subprocess.TimeoutExpired as exc:
             if len(models) == 1:
                 raise CheckError(f"{models[0]}: the check took more than {timeout:.0f} s") from exc
@@ -128,6 +167,9 @@ def check_many(
                 )
                 continue
             result: dict[str, Any] = json.loads(out.read_text())
+            if "input_error" in result:
+                results.append(CheckInputError(f"{model}: {result['input_error']}"))
+                continue
             if "error" in result:
                 results.append(CheckError(f"{model}: the check stopped before any result:\n{result['error']}"))
                 continue

@@ -271,6 +271,11 @@ def _build(full: Any, dtype: torch.dtype) -> tuple[Any, Any]:
     raise first
 
 
+class UnreadableConfig(Exception):
+    """transformers cannot read the config (no or an unknown ``model_type``, a wrong field): the user's input to fix,
+    reported as such (``check`` exits 2) rather than as a traceback."""
+
+
 def run(
     config_path: Path, tensor_parallel: bool = False, announce: Callable[[str], None] = lambda step: None
 ) -> dict[str, Any]:
@@ -280,7 +285,12 @@ def run(
     announce("build")
 
     began = time.perf_counter()
-    full = AutoConfig.from_pretrained(config_path)
+    try:
+        full = AutoConfig.from_pretrained(config_path)
+    except Exception as exc:  # whatever transformers raises for a config it cannot read
+        raise UnreadableConfig(
+            f"transformers cannot read {config_path.name}: {type(exc).__name__}: {_message(exc)}"
+        ) from exc
     dtype = full.dtype if isinstance(getattr(full, "dtype", None), torch.dtype) else torch.float32
     state: dict[str, Any] = {}
     try:
@@ -463,6 +473,8 @@ def main() -> None:
 
         try:
             result = run(Path(config_path), tensor_parallel, announce)
+        except UnreadableConfig as exc:
+            result = {"input_error": str(exc)}
         except Exception:  # the config cannot be shrunk or built: this model's answer, the next one still runs
             result = {"error": "\n".join(traceback.format_exc().strip().splitlines()[-15:])}
         Path(out_path).write_text(json.dumps(result, indent=1))

@@ -13,6 +13,7 @@ from typing import Any
 
 from neuroncompat.simulate import pipeline_report, verdict
 from neuroncompat.simulate import report as simulate_report
+from neuroncompat.simulate.durations import duration
 
 MARKER = "<!-- neuroncompat simulate report -->"
 ROWS = 50
@@ -50,8 +51,8 @@ def render(report: dict[str, Any]) -> str:
         MARKER + "\n",
         "## neuroncompat simulate\n\n",
         f"{_code(' '.join(report['command']))}: {_status(report)}; about "
-        f"**{simulate_report.duration(report['estimated_compile_seconds'])}** of Neuron compilation "
-        f"({simulate_report.duration(report['graph_cost_seconds'])} a graph).\n",
+        f"**{duration(report['estimated_compile_seconds'])}** of Neuron compilation "
+        f"({duration(report['graph_cost_seconds'])} a graph).\n",
     ]
     if not ranks:
         out.append("\nNothing ran on the neuron device.\n")
@@ -64,7 +65,7 @@ def render(report: dict[str, Any]) -> str:
     for rank in ranks:
         out.append(
             f"| {rank['rank']} | {rank['compiled_graphs']} | {rank['rejected_graphs']} | {rank['eager_shapes']} | "
-            f"{simulate_report.duration(rank['estimated_compile_seconds'])} | {rank['graph_breaks']} | "
+            f"{duration(rank['estimated_compile_seconds'])} | {rank['graph_breaks']} | "
             f"{rank['data_dependent_ops']} | {rank['cpu_fallback_ops']} | {rank.get('dtype_findings', 0)} |\n"
         )
     if report["missing_ranks"]:

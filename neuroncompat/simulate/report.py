@@ -31,8 +31,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from neuroncompat.simulate import dtype_findings, graph_breaks, op_findings, op_support, pipeline_report
+from neuroncompat.simulate import dtype_findings, graph_breaks, op_findings, op_support, pipeline_report, verdict
 from neuroncompat.simulate.advice import DYNAMIC_SHAPES, Tensor, diagnose
+from neuroncompat.simulate.durations import duration
 
 SCHEMA = "neuroncompat.simulate/1"
 # Kinds of finding, in report order.
@@ -308,14 +309,6 @@ def render_json(report: dict[str, Any]) -> str:
 
 
 # -- text -------------------------------------------------------------------------------------
-def duration(seconds: float) -> str:
-    """Seconds as the report prints them: ``45 s``, ``9 min``, ``2 h 05 min``."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60:02d} min"
-
-
 def _tensor(name: str | None, shape: Sequence[int | str] | None, dtype: str) -> str:
     dims = "symint" if shape is None else f"{dtype}[{','.join(str(d) for d in shape)}]"
     return f"{name} {dims}" if name else dims
@@ -448,7 +441,6 @@ def finding_place(finding: dict[str, Any]) -> str:
 def render_text(report: dict[str, Any], show_info: bool = False) -> str:
     """The report for reading, ending on the verdict and the next command (``verdict.py``); findings that
     need no change are counted there, and listed with their rank's findings only with ``show_info``."""
-    from neuroncompat.simulate import verdict  # it reads what this module builds: imported here, not at the top
 
     lines = [f"neuroncompat simulate: {' '.join(report['command'])}"]
     if report["exit_code"] != 0:  # a success is the verdict's to say, at the end

@@ -17,7 +17,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from neuroncompat.simulate.report import duration
+from neuroncompat.simulate.durations import duration
 
 
 def _distinct(report: dict[str, Any], informational: bool) -> set[tuple[str, ...]]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ast
 
-from migrate.engine import Options, migrate_source
+from migrate.engine import migrate_source
+from migrate.options import Options
 
 
 def run(src: str) -> str:

@@ -18,7 +18,7 @@ import ast
 import pytest
 
 from migrate.dispatch import migrate_file
-from migrate.engine import Options
+from migrate.options import Options
 
 
 def migrate(src: str, name: str = "train.py") -> tuple[str, list[str]]:

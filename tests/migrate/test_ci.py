@@ -115,4 +115,4 @@ def test_example_workflow_step_writes_the_report_and_the_exit_code(tmp_path: Pat
     report = (project / "neuron-migrate.md").read_text()
     assert report.startswith(MARKER) and "`train.py`" in report and "```diff" in report
     assert (tmp_path / "summary").read_text() == report
-    assert "::error file=train.py,line=1,title=neuron-migrate::would rewrite" in proc.stdout
+    assert "::error file=train.py,line=4,title=NM101 cuda-method::would rewrite" in proc.stdout  # at the rewrite

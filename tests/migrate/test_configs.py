@@ -14,7 +14,7 @@ from ruamel.yaml import YAML
 from migrate.cli import main
 from migrate.configs import cores
 from migrate.dispatch import migrate_file
-from migrate.engine import Options
+from migrate.options import Options
 from migrate.registry import Selection
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "configs"

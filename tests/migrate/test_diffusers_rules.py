@@ -8,7 +8,9 @@ changes nothing.
 from __future__ import annotations
 
 from migrate.dispatch import migrate_file
-from migrate.engine import FileResult, Options, migrate_source
+from migrate.engine import migrate_source
+from migrate.options import Options
+from migrate.results import FileResult
 
 DIFFUSERS = "import torch\nfrom diffusers import DiffusionPipeline\n"
 OPTIMUM = "import torch\nfrom optimum.neuron import {cls}\n"

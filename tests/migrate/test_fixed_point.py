@@ -15,7 +15,9 @@ import pytest
 
 from migrate import engine
 from migrate.dispatch import file_kind, migrate_file
-from migrate.engine import FileResult, Options, migrate_source
+from migrate.engine import migrate_source
+from migrate.options import Options
+from migrate.results import FileResult, TextChange
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 ALL_FIXTURES = sorted(
@@ -70,7 +72,7 @@ def test_a_run_reports_every_pass_and_ends_at_the_fixed_point(monkeypatch: pytes
         result = real(data, path, options, compiled)
         if len(calls) == 2:  # as if a rule changed its mind on seeing pass 1's output
             new = data.replace(b"x = 1", b"x = 2")
-            change = engine.TextChange(data.decode(), new.decode())
+            change = TextChange(data.decode(), new.decode())
             return FileResult(path, "changed", new=new, hits=Counter({"NM999": 1}), changes=[change])
         return result
 
@@ -88,7 +90,7 @@ def test_a_run_reports_every_pass_and_ends_at_the_fixed_point(monkeypatch: pytes
 def test_a_migration_that_never_settles_is_an_internal_error_and_changes_nothing(monkeypatch: pytest.MonkeyPatch):
     def always_changes(data: bytes, path: str, options: Options, compiled: bool = False) -> FileResult:
         new = data + b"#\n"
-        return FileResult(path, "changed", new=new, changes=[engine.TextChange(data.decode(), new.decode())])
+        return FileResult(path, "changed", new=new, changes=[TextChange(data.decode(), new.decode())])
 
     monkeypatch.setattr(engine, "_migrate_once", always_changes)
     result = migrate_source(b"import torch\n", "s.py")

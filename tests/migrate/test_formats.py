@@ -18,8 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from migrate.cli import main
-from migrate.formats import FORMATS, github, markdown
+from migrate.formats import FORMATS, markdown
 from migrate.formats.json import tool_version
+from neuroncompat_report.github import annotation
+from neuroncompat_report.model import Finding
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -80,7 +82,7 @@ def test_order_does_not_depend_on_the_command_line(tree):
 
 
 def test_json_validates_against_the_documented_schema(tree):
-    schema = json.loads((ROOT / "docs" / "report.schema.json").read_text())
+    schema = json.loads((ROOT / "docs" / "migrate.schema.json").read_text())
     out, _ = report("json")
     jsonschema.Draft202012Validator(schema).validate(json.loads(out))
     written = CliRunner().invoke(main, ["--write", "--format", "json", "."]).stdout
@@ -100,10 +102,8 @@ def test_sarif_validates_against_the_sarif_2_1_0_schema(tree):
 
 
 def test_github_annotations_escape_their_values():
-    assert github._data("50% done\nnext") == "50%25 done%0Anext"
-    assert github._command("warning", "a,b:c.py", 3, "NM901 vllm", "x\ny") == (
-        "::warning file=a%2Cb%3Ac.py,line=3,title=NM901 vllm::x%0Ay\n"
-    )
+    finding = Finding("neuron-migrate", "NM901", "warning", "a,b:c.py", 3, "50% done\nnext", title="NM901 vllm")
+    assert annotation(finding) == "::warning file=a%2Cb%3Ac.py,line=3,title=NM901 vllm::50%25 done%0Anext\n"
 
 
 def test_markdown_leaves_out_diffs_past_the_comment_size_limit(tmp_path: Path, monkeypatch):

@@ -7,7 +7,8 @@ Found running karpathy/minGPT's ``projects/chargpt`` migrated: NM302 added
 
 from __future__ import annotations
 
-from migrate.engine import Options, migrate_source
+from migrate.engine import migrate_source
+from migrate.options import Options
 
 
 def _migrate(src: str) -> str:

@@ -7,10 +7,12 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from migrate.cli import main
-from migrate.engine import FileResult, Options, migrate_source
+from migrate.engine import migrate_source
 from migrate.imports import SHIM_LINE
 from migrate.kernel_repos import todo_message
 from migrate.markers import TODO_PREFIX
+from migrate.options import Options
+from migrate.results import FileResult
 from migrate.rules.hub_kernels import USE_KERNELS_NOTE
 
 NEURON_RMSNORM = "acme/rmsnorm-nki:NeuronRMSNorm"

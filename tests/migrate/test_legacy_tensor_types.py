@@ -11,7 +11,8 @@ import ast
 
 import pytest
 
-from migrate.engine import Options, migrate_source
+from migrate.engine import migrate_source
+from migrate.options import Options
 from migrate.registry import Selection
 
 TODO = "# TODO(neuron-migrate NM925): legacy CUDA tensor type: use torch.empty(*size"

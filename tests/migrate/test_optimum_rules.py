@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from test_rules import run
 
-from migrate.engine import Options, migrate_source
+from migrate.engine import migrate_source
+from migrate.options import Options
 from migrate.prefilter import may_need_migration
 from migrate.registry import Selection
 

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from migrate.dispatch import migrate_file
-from migrate.engine import FileResult, Options
+from migrate.options import Options
 from migrate.prefilter import docstring_lines, may_need_migration
 from migrate.registry import Selection
+from migrate.results import FileResult
 from migrate.rule_families import all_rules
 from migrate.rules.hub_kernels import EXAMPLE_KERNELS
 

@@ -12,8 +12,8 @@ import ast
 import json
 
 from migrate.dispatch import migrate_file
-from migrate.engine import Options
 from migrate.imports import SHIM_LINE
+from migrate.options import Options
 
 
 def migrate(src: str, name: str = "train.py", shim: bool = True) -> str:

@@ -6,8 +6,9 @@ import pytest
 
 from migrate.dispatch import migrate_file
 from migrate.docs import FAMILIES
-from migrate.engine import Options, migrate_source
+from migrate.engine import migrate_source
 from migrate.imports import SHIM_LINE
+from migrate.options import Options
 from migrate.registry import Selection
 from migrate.rule_families import all_rules
 from migrate.rules.hub_kernels import EXAMPLE_KERNELS

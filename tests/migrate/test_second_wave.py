@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from migrate.dispatch import migrate_file
-from migrate.engine import Options
 from migrate.imports import SHIM_LINE
+from migrate.options import Options
 
 
 def migrate(src: str, name: str = "train.py") -> str:

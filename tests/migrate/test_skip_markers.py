@@ -8,8 +8,9 @@ listed form keeps the other rules rewriting the same line. Ids and id prefixes w
 from __future__ import annotations
 
 from migrate.dispatch import migrate_file
-from migrate.engine import Options, migrate_source
+from migrate.engine import migrate_source
 from migrate.markers import Skip, find_skip
+from migrate.options import Options
 
 LOAD = 'AutoModelForCausalLM.from_pretrained("m", torch_dtype=torch.float16).cuda()'
 HEAD = "import torch\nfrom transformers import AutoModelForCausalLM\n\n"
