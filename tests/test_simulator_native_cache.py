@@ -21,13 +21,20 @@ from neuroncompat.simulator import native_device
 
 
 def _cached_copy(cache: Path) -> Path:
-    """This torch build's library, with its digest, copied into ``cache`` (as NEURONCOMPAT_CACHE_DIR)."""
+    """This torch build's library, with its digest and its kept objects, copied into ``cache`` (as
+    NEURONCOMPAT_CACHE_DIR)."""
     native_device.load()  # built (and its digest written) in the default cache, or already there
     built = native_device._library_path()
     target = cache / "native" / built.name
     target.parent.mkdir(parents=True)
     shutil.copyfile(built, target)
     shutil.copyfile(native_device._digest_path(built), native_device._digest_path(target))
+    objects = target.parent / "objects"
+    objects.mkdir()
+    for unit in native_device._units():
+        kept = native_device._object_path(unit)
+        if kept.exists():  # a library built before objects were kept has none: the rebuild compiles them
+            shutil.copyfile(kept, objects / kept.name)
     return target
 
 
@@ -60,7 +67,7 @@ def test_a_library_changed_in_place_is_found_damaged(tmp_path: Path) -> None:
     assert native_device.damage(library) == "its SHA-256 differs from the build's"
 
 
-@pytest.mark.slow  # compiles the C++ backend again (about 70 s of compiler CPU time)
+@pytest.mark.slow  # a fresh process on the simulated device; relinks the kept objects (compiles them if none)
 @pytest.mark.parametrize("size", [300_000, 0])
 def test_a_fresh_process_rebuilds_a_truncated_library_and_says_so(tmp_path: Path, size: int) -> None:
     library = _cached_copy(tmp_path)
@@ -82,6 +89,9 @@ def test_a_fresh_process_rebuilds_a_truncated_library_and_says_so(tmp_path: Path
         f"(it is {size} bytes, the build wrote {built}); rebuilding it"
     ) in done.stderr
     assert native_device.damage(library) is None
+    assert sorted(path.name for path in (tmp_path / "native" / "objects").iterdir()) == sorted(
+        native_device._object_path(unit).name for unit in native_device._units()
+    ), "one kept object per source file"
 
 
 def _native_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -123,6 +133,7 @@ def test_a_file_that_does_not_compile_is_named_with_the_compiler_error(
     (native / "fine.cpp").write_text("int fine() { return 1; }\n")
     (native / "broken.cpp").write_text("int broken() { return undeclared_name; }\n")
     monkeypatch.setattr(native_device, "NATIVE", native)
+    monkeypatch.setenv("NEURONCOMPAT_CACHE_DIR", str(tmp_path / "cache"))  # the objects it keeps go there
     build = tmp_path / "build"
     build.mkdir()
     with pytest.raises(native_device.NativeDeviceUnavailable) as raised:

@@ -21,7 +21,8 @@ too) and every compile and link command, so adding or splitting a source file ne
 writes its size and SHA-256 beside it (``<library>.digest``), and every load checks them first: a library
 truncated by a full disk or an interrupted copy made ``dlopen`` crash the process with SIGBUS (no message) or
 fail for good. A library that does not match, or has no digest, is rebuilt under the same lock, with one line
-on stderr saying so.
+on stderr saying so. Each file's object is kept too (``objects/``, keyed on its source, the headers, torch and its
+command): a rebuild compiles only the files that changed, and relinks.
 """
 
 from __future__ import annotations
@@ -126,25 +127,59 @@ def _parallel_jobs() -> int:
         return os.cpu_count() or 1
 
 
+def _object_path(unit: Path) -> Path:
+    """Where ``unit``'s compiled object is kept, keyed on its source, every header, torch and its compile command.
+
+    A rebuild (a damaged library, a ``.cpp`` edited) then compiles only what changed: relinking costs about a
+    second where compiling every file costs about 70 s of CPU.
+    """
+    key = hashlib.sha256(unit.read_bytes())
+    for header in (path for path in _sources() if path.suffix != ".cpp"):
+        key.update(header.name.encode() + b"\0" + header.read_bytes())
+    key.update(torch.__version__.encode() + str(Path(torch.__file__).parent).encode())
+    key.update(" ".join(_compile_command(unit, Path("build"))).encode())
+    return _cache_dir() / "objects" / f"{unit.stem}-{key.hexdigest()[:16]}.o"
+
+
 def _compile(build: Path, output: Path) -> None:
-    """Compile every ``.cpp`` into ``build`` (in parallel), then link them into ``output``."""
+    """Compile every ``.cpp`` whose object is not kept yet (in parallel, each kept as it is made, atomically),
+    then link the objects into ``output``. Should the link fail on kept objects, they are made again once."""
 
     def run(command: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(command, capture_output=True, text=True, check=False)
 
+    def make(unit: Path) -> subprocess.CompletedProcess[str]:
+        result = run(_compile_command(unit, build))
+        if result.returncode == 0:
+            kept = _object_path(unit)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(build / f"{unit.stem}.o", build / f"{unit.stem}.kept")
+            os.replace(build / f"{unit.stem}.kept", kept)
+        return result
+
     units = _units()
-    with ThreadPoolExecutor(max_workers=min(_parallel_jobs(), len(units))) as pool:
-        results = list(pool.map(run, (_compile_command(unit, build) for unit in units)))
-    for unit, result in zip(units, results):
-        if result.returncode != 0:
-            raise NativeDeviceUnavailable(
-                f"building {NATIVE} failed: compiling {unit.name} (exit {result.returncode}):\n{result.stderr[-4000:]}"
-            )
-    result = run(_link_command(build, output))
-    if result.returncode != 0:
-        raise NativeDeviceUnavailable(
-            f"building {NATIVE} failed: linking (exit {result.returncode}):\n{result.stderr[-4000:]}"
-        )
+    for fresh in (False, True):
+        todo = [unit for unit in units if fresh or not _object_path(unit).exists()]
+        for unit in units:
+            if unit not in todo:
+                shutil.copyfile(_object_path(unit), build / f"{unit.stem}.o")
+        if todo:
+            with ThreadPoolExecutor(max_workers=min(_parallel_jobs(), len(todo))) as pool:
+                results = list(pool.map(make, todo))
+            for unit, result in zip(todo, results):
+                if result.returncode != 0:
+                    raise NativeDeviceUnavailable(
+                        f"building {NATIVE} failed: compiling {unit.name} (exit {result.returncode}):\n"
+                        f"{result.stderr[-4000:]}"
+                    )
+        result = run(_link_command(build, output))
+        if result.returncode == 0:
+            return
+        if len(todo) == len(units):
+            break
+    raise NativeDeviceUnavailable(
+        f"building {NATIVE} failed: linking (exit {result.returncode}):\n{result.stderr[-4000:]}"
+    )
 
 
 def _digest_path(library: Path) -> Path:
