@@ -82,6 +82,13 @@ def test_migrate_check_exits_1_when_a_file_would_change_and_0_when_not(tmp_path:
     assert _run(*MIGRATE, "--check", "done.py", cwd=tmp_path).returncode == 0
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """SIGINT back to its default in the command under test. A suite started in the background by a shell without
+    job control (`cmd &` in a script, as CI and ci-local may start it) inherits SIGINT ignored, and a Python started
+    so never turns Ctrl-C into KeyboardInterrupt: the command would not see the test's interrupt at all."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_an_interrupted_migrate_check_exits_130_not_1(tmp_path: Path) -> None:
     """The named file is a FIFO: neuron-migrate blocks reading it, and the test knows it is there when its own
     open of the FIFO's other end returns. Interrupted there, `--check` has found nothing: 130."""
@@ -94,6 +101,7 @@ def test_an_interrupted_migrate_check_exits_130_not_1(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
     )
     writer: list[int] = []
     opening = threading.Thread(target=lambda: writer.append(os.open(fifo, os.O_WRONLY)), daemon=True)
@@ -182,6 +190,7 @@ def test_an_interrupted_check_exits_130_and_stops_its_worker(tmp_path: Path) -> 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
     )
     try:
         readable, _, _ = select.select([ready], [], [], DEADLINE_S)
