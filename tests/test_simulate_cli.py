@@ -81,7 +81,7 @@ def test_failing_script_keeps_its_exit_code_and_still_gets_the_report(tmp_path: 
     report = out[out.index("neuroncompat simulate:") :].splitlines()
     assert report[1] == "the script FAILED with exit code 3: the counts cover what ran before it stopped"
     assert report[-2] == (
-        "verdict: the script FAILED (exit code 3) after compiling 6 graph(s), about 3 min on trn2 at 30 s each "
+        "verdict: the script FAILED (exit code 3) after 6 compilation(s), about 3 min on trn2 at 30 s each "
         "(--graph-cost)"
     )
     assert (

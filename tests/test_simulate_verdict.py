@@ -47,14 +47,14 @@ def test_nothing_to_act_on_ends_with_the_command_to_run_on_a_trn2(neuron: object
     lines = report.render_text(built).splitlines()
     assert lines[-3:] == [
         "1 finding(s) need no change (int64 on the device while the values fit in int32); --show-info lists them",
-        "verdict: compiles 1 graph(s), about 60 s on trn2 at 60 s each (--graph-cost); 0 finding(s) to act on",
+        "verdict: 1 compilation(s), about 60 s on trn2 at 60 s each (--graph-cost); 0 finding(s) to act on",
         "next: on a trn2, python train.py --steps 2",
     ]
     assert "INT64 ON DEVICE" not in "\n".join(lines)
     assert "INT64 ON DEVICE" in report.render_text(built, show_info=True)
     assert github.render(built) == ""  # no annotation for a finding that needs no change
     assert markdown.render(built).endswith(
-        "**verdict: compiles 1 graph(s), about 60 s on trn2 at 60 s each (--graph-cost); 0 finding(s) to act on**  \n"
+        "**verdict: 1 compilation(s), about 60 s on trn2 at 60 s each (--graph-cost); 0 finding(s) to act on**  \n"
         "next: on a trn2, python train.py --steps 2\n"
     )
 
@@ -82,7 +82,7 @@ def test_a_finding_to_act_on_asks_for_the_fix_and_another_dry_run(neuron: object
 def test_a_failed_script_says_so_first(neuron: object) -> None:
     built = _dry_run(_token_ids_only, exit_code=3)
     assert report.render_text(built).splitlines()[-2:] == [
-        "verdict: the script FAILED (exit code 3) after compiling 1 graph(s), about 60 s on trn2 at 60 s each "
+        "verdict: the script FAILED (exit code 3) after 1 compilation(s), about 60 s on trn2 at 60 s each "
         "(--graph-cost)",
         "next: fix the failure above, then dry-run again: neuroncompat simulate -- python train.py --steps 2",
     ]
@@ -107,6 +107,6 @@ def test_the_quickstart_ends_on_the_verdict_within_15_lines() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     last_screen = done.stdout[done.stdout.rindex("neuroncompat simulate: ") :].splitlines()
     assert len(last_screen) <= 15, "\n".join(last_screen)
-    assert last_screen[-2].startswith("verdict: compiles 3 graph(s), about 3 min on trn2")
+    assert last_screen[-2].startswith("verdict: 3 compilation(s), about 3 min on trn2")
     assert last_screen[-2].endswith("; 0 finding(s) to act on")
     assert last_screen[-1] == "next: on a trn2, python finetune.py --model_name_or_path model --output_dir out"

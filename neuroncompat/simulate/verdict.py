@@ -5,7 +5,8 @@ fit in int32), and ended there: a newcomer could not tell whether the script was
 now ends with
 
 - one line counting the findings that need no change (``--show-info`` lists them),
-- ``verdict: compiles N graph(s), about M on trn2; K finding(s) to act on`` (or that the script failed),
+- ``verdict: N compilation(s), about M on trn2; K finding(s) to act on`` (or that the script failed): a
+  compilation is a graph or an eager forward shape, each compiled once by Neuron,
 - ``next: ...``: the command to run now, on a trn2 when nothing is left to act on, else the dry run again.
 
 A finding to act on is a warning (a rejected graph, shape churn) or a finding that is not informational,
@@ -42,7 +43,7 @@ def informational(report: dict[str, Any]) -> int:
     return len(_distinct(report, informational=True))
 
 
-def graphs(report: dict[str, Any]) -> int:
+def compilations(report: dict[str, Any]) -> int:
     """What the slowest rank compiles (graphs and eager forward shapes): ranks compile in parallel."""
     slowest = max(report["ranks"], key=lambda rank: rank["estimated_compile_seconds"], default=None)
     return 0 if slowest is None else slowest["compiled_graphs"] + slowest["eager_shapes"]
@@ -54,10 +55,14 @@ def _script(command: list[str]) -> str:
 
 
 def _cost(report: dict[str, Any]) -> str:
-    """``N graph(s), about M on trn2 at C each (--graph-cost)``: the run's compile estimate."""
+    """``N compilation(s), about M on trn2 at C each (--graph-cost)``: the run's compile estimate.
+
+    Called compilations, not graphs: the count adds the eager forward shapes, which the rank lines above
+    list apart from the compiled graphs, and "3 graph(s)" under "1 compiled graph(s)" read as a contradiction.
+    """
     per_rank = " per rank (ranks compile in parallel)" if len(report["ranks"]) > 1 else ""
     return (
-        f"{graphs(report)} graph(s){per_rank}, about {duration(report['estimated_compile_seconds'])} on trn2 "
+        f"{compilations(report)} compilation(s){per_rank}, about {duration(report['estimated_compile_seconds'])} on trn2 "
         f"at {duration(report['graph_cost_seconds'])} each (--graph-cost)"
     )
 
@@ -77,11 +82,11 @@ def lines(report: dict[str, Any], show_info: bool) -> list[str]:
         out.append(f"next: see what moves it to the device: neuron-migrate {_script(report['command'])}")
         return out
     if report["exit_code"] != 0:
-        out.append(f"verdict: the script FAILED (exit code {report['exit_code']}) after compiling {_cost(report)}")
+        out.append(f"verdict: the script FAILED (exit code {report['exit_code']}) after {_cost(report)}")
         out.append(f"next: fix the failure above, then dry-run again: {again}")
         return out
     act = to_act_on(report)
-    out.append(f"verdict: compiles {_cost(report)}; {act} finding(s) to act on")
+    out.append(f"verdict: {_cost(report)}; {act} finding(s) to act on")
     out.append(
         f"next: fix them (each has its fix above), then dry-run again: {again}"
         if act
