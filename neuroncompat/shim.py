@@ -45,6 +45,7 @@ _patches: dict[str, Patch] = {}
 _detection: Detection | None = None
 _active = False
 _inactive = False  # apply() ran off Neuron: every patch reports "inactive"
+_skip: tuple[str, ...] = ()  # what the last start() was asked to skip, for device_appeared()
 
 
 def _logger() -> logging.Logger:
@@ -134,7 +135,7 @@ def apply(skip: set[str] | list[str] | tuple[str, ...] = ()) -> dict[str, PatchS
 def start(skip: set[str] | list[str] | tuple[str, ...] = ()) -> None:
     """:func:`apply` without building the status (what ``import neuroncompat`` calls: off Neuron
     the status would import every patch module for nothing)."""
-    global _detection, _active, _inactive
+    global _detection, _active, _inactive, _skip
     with _lock:
         environment.check()  # a mistyped NEURONCOMPAT_* value stops here, before anything acts on it
         _check_patch_ids(set(skip), _disabled_from_env())
@@ -142,6 +143,7 @@ def start(skip: set[str] | list[str] | tuple[str, ...] = ()) -> None:
             return
         from_env = _disabled_from_env()
         disabled = set(skip) | from_env
+        _skip = tuple(skip)
         _patches.clear()
         _check_before_device(disabled)
         _maybe_start_simulator()
@@ -173,6 +175,24 @@ def start(skip: set[str] | list[str] | tuple[str, ...] = ()) -> None:
                 _start(patch)
         error_hints.install(on_neuron=True)
         _cuda_redirect_from_env(on_neuron=True)
+
+
+def device_appeared() -> None:
+    """Start again if :func:`start` ran before there was a Neuron device, now that there is one.
+
+    ``import neuroncompat`` and then ``simulator.enable()`` (the order a notebook, a test or the README's
+    snippet writes) found no device at import, and every patch stayed inactive until the user called
+    ``apply()`` again, which nothing told them to do. The simulator calls this once its device is
+    registered; the patches start with what the first start was asked to skip. A shim that never started,
+    or is already active, is left as it is.
+    """
+    global _inactive
+    with _lock:
+        if not _inactive:
+            return
+        _inactive = False
+        skip = _skip
+    start(skip)
 
 
 def _cuda_redirect_from_env(on_neuron: bool) -> None:

@@ -123,3 +123,30 @@ def test_doctor_lists_every_patch() -> None:
     assert "visible NeuronCores: 2" in result.stdout
     for pid in patch_ids():
         assert any(line.split()[:2] == [pid, "applies"] for line in result.stdout.splitlines()), (pid, result.stdout)
+
+
+@pytest.mark.slow  # a fresh interpreter loading a model, about 10 s
+def test_shim_imported_before_the_simulator_starts_when_the_device_appears(tiny_qwen: Path) -> None:
+    """`import neuroncompat` first, `simulator.enable()` after (a notebook's order): the patches start then,
+    keeping what `apply(skip=...)` was told, with no second `apply()`."""
+    code = f"""
+    import json
+    import neuroncompat
+    neuroncompat.apply(skip=["async_load"])
+    before = {{s.state for s in neuroncompat.status().values()}}
+    from neuroncompat import simulator
+    simulator.enable()
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained({str(tiny_qwen)!r}, device_map="auto")
+    status = neuroncompat.status()
+    print(json.dumps({{"before": sorted(before), "device": str(model.device),
+                      "async_load": status["async_load"].state, "device_map": status["device_map"].state}}))
+    """
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert _last_json(result.stdout) == {
+        "before": ["inactive"],
+        "device": "neuron:0",
+        "async_load": "disabled",
+        "device_map": "applied",
+    }

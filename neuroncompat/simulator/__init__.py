@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 import torch
 
@@ -127,6 +128,9 @@ def enable(cores: int | None = None) -> None:
     flex_attention.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
+    shim = sys.modules.get("neuroncompat.shim")  # not imported here: the device never starts the shim itself
+    if shim is not None:
+        shim.device_appeared()
 
 
 def _visible_cores(host: int | None) -> int:
