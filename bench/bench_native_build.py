@@ -41,7 +41,8 @@ def _cpu_seconds(command: list[str]) -> float:
 def measure(build: Path) -> dict[str, float]:
     """Each file's compile, then the link, by name."""
     seconds = {unit.name: _cpu_seconds(native_device._compile_command(unit, build)) for unit in native_device._units()}
-    seconds[LINK] = _cpu_seconds(native_device._link_command(build, build / "neuron_device.so"))
+    objects = [build / f"{unit.stem}.o" for unit in native_device._units()]
+    seconds[LINK] = _cpu_seconds(native_device._link_command(objects, build / "neuron_device.so"))
     return seconds
 
 

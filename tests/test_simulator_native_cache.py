@@ -31,8 +31,7 @@ def _cached_copy(cache: Path) -> Path:
     shutil.copyfile(native_device._digest_path(built), native_device._digest_path(target))
     objects = target.parent / "objects"
     objects.mkdir()
-    for unit in native_device._units():
-        kept = native_device._object_path(unit)
+    for kept in native_device._object_paths().values():
         if kept.exists():  # a library built before objects were kept has none: the rebuild compiles them
             shutil.copyfile(kept, objects / kept.name)
     return target
@@ -90,7 +89,7 @@ def test_a_fresh_process_rebuilds_a_truncated_library_and_says_so(tmp_path: Path
     ) in done.stderr
     assert native_device.damage(library) is None
     assert sorted(path.name for path in (tmp_path / "native" / "objects").iterdir()) == sorted(
-        native_device._object_path(unit).name for unit in native_device._units()
+        kept.name for kept in native_device._object_paths().values()
     ), "one kept object per source file"
 
 

@@ -91,12 +91,12 @@ def _compile_command(unit: Path, build: Path) -> list[str]:
     ]
 
 
-def _link_command(build: Path, output: Path) -> list[str]:
+def _link_command(objects: list[Path], output: Path) -> list[str]:
     torch_lib = Path(torch.__file__).parent / "lib"
     return [
         host.compiler(),
         "-shared",
-        *(str(build / f"{unit.stem}.o") for unit in _units()),
+        *(str(path) for path in objects),
         "-o",
         str(output),
         f"-L{torch_lib}",
@@ -115,7 +115,7 @@ def _library_path() -> Path:
     key.update(str(Path(torch.__file__).parent).encode())
     for unit in _units():
         key.update(" ".join(_compile_command(unit, Path("build"))).encode())
-    key.update(" ".join(_link_command(Path("build"), Path("out"))).encode())
+    key.update(" ".join(_link_command([Path(f"build/{unit.stem}.o") for unit in _units()], Path("out"))).encode())
     return _cache_dir() / f"neuron_device-{key.hexdigest()[:16]}.so"
 
 
@@ -127,23 +127,35 @@ def _parallel_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def _object_path(unit: Path) -> Path:
-    """Where ``unit``'s compiled object is kept, keyed on its source, every header, torch and its compile command.
+def _object_paths() -> dict[Path, Path]:
+    """Where each ``.cpp``'s compiled object is kept, keyed on its source, every header, torch and its compile
+    command (the headers and torch hashed once for all the files).
 
     A rebuild (a damaged library, a ``.cpp`` edited) then compiles only what changed: relinking costs about a
     second where compiling every file costs about 70 s of CPU.
     """
-    key = hashlib.sha256(unit.read_bytes())
+    shared = hashlib.sha256()
     for header in (path for path in _sources() if path.suffix != ".cpp"):
-        key.update(header.name.encode() + b"\0" + header.read_bytes())
-    key.update(torch.__version__.encode() + str(Path(torch.__file__).parent).encode())
-    key.update(" ".join(_compile_command(unit, Path("build"))).encode())
-    return _cache_dir() / "objects" / f"{unit.stem}-{key.hexdigest()[:16]}.o"
+        shared.update(header.name.encode() + b"\0" + header.read_bytes())
+    shared.update(torch.__version__.encode() + str(Path(torch.__file__).parent).encode())
+    paths = {}
+    for unit in _units():
+        key = shared.copy()
+        key.update(unit.read_bytes())
+        key.update(" ".join(_compile_command(unit, Path("build"))).encode())
+        paths[unit] = _cache_dir() / "objects" / f"{unit.stem}-{key.hexdigest()[:16]}.o"
+    return paths
 
 
 def _compile(build: Path, output: Path) -> None:
-    """Compile every ``.cpp`` whose object is not kept yet (in parallel, each kept as it is made, atomically),
-    then link the objects into ``output``. Should the link fail on kept objects, they are made again once."""
+    """Compile every ``.cpp`` whose object is not kept yet (in parallel, each moved into the kept objects as it
+    is made), then link the kept objects into ``output``. Should the link fail on kept objects, they are made
+    again once.
+
+    ``build`` is on the cache's file system (``_build`` makes it beside the library), so an object is kept by a
+    rename: atomic, and a link in another process reading the previous file keeps reading it.
+    """
+    kept = _object_paths()
 
     def run(command: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run(command, capture_output=True, text=True, check=False)
@@ -151,18 +163,13 @@ def _compile(build: Path, output: Path) -> None:
     def make(unit: Path) -> subprocess.CompletedProcess[str]:
         result = run(_compile_command(unit, build))
         if result.returncode == 0:
-            kept = _object_path(unit)
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(build / f"{unit.stem}.o", build / f"{unit.stem}.kept")
-            os.replace(build / f"{unit.stem}.kept", kept)
+            kept[unit].parent.mkdir(parents=True, exist_ok=True)
+            os.replace(build / f"{unit.stem}.o", kept[unit])
         return result
 
     units = _units()
     for fresh in (False, True):
-        todo = [unit for unit in units if fresh or not _object_path(unit).exists()]
-        for unit in units:
-            if unit not in todo:
-                shutil.copyfile(_object_path(unit), build / f"{unit.stem}.o")
+        todo = [unit for unit in units if fresh or not kept[unit].exists()]
         if todo:
             with ThreadPoolExecutor(max_workers=min(_parallel_jobs(), len(todo))) as pool:
                 results = list(pool.map(make, todo))
@@ -172,7 +179,7 @@ def _compile(build: Path, output: Path) -> None:
                         f"building {NATIVE} failed: compiling {unit.name} (exit {result.returncode}):\n"
                         f"{result.stderr[-4000:]}"
                     )
-        result = run(_link_command(build, output))
+        result = run(_link_command([kept[unit] for unit in units], output))
         if result.returncode == 0:
             return
         if len(todo) == len(units):
