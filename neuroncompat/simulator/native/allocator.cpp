@@ -120,22 +120,24 @@ class Pool {
     return cores_[core].stats;
   }
 
-  void reset_peak(int core) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    DeviceStats& s = cores_[core].stats;
+  // Each statistic of every pool kind, for the resets torch.neuron's reset_* functions ask for.
+  template <typename F>
+  static void for_each_stat(DeviceStats& s, F&& apply) {
     for (auto* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
                         &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
-      for (auto& stat : *array) stat.reset_peak();
+      for (auto& stat : *array) apply(stat);
     }
+  }
+
+  void reset_peak(int core) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for_each_stat(cores_[core].stats, [](auto& stat) { stat.reset_peak(); });
   }
 
   void reset_accumulated(int core) {
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceStats& s = cores_[core].stats;
-    for (auto* array : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-                        &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
-      for (auto& stat : *array) stat.reset_accumulated();
-    }
+    for_each_stat(s, [](auto& stat) { stat.reset_accumulated(); });
     s.num_alloc_retries = 0;
     s.num_ooms = 0;
     s.num_device_alloc = 0;
