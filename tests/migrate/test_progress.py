@@ -30,7 +30,7 @@ def test_progress_on_a_terminal(tree: Path, jobs: str) -> None:
     status, stdout, terminal = stderr_on_a_terminal([sys.executable, "-m", "migrate", "--check", "-j", jobs, "."], tree)
     assert status == 1
     total = len(SCRIPTS)
-    assert f"\rneuron-migrate: {total}/{total} files".encode() in terminal, terminal
+    assert f"\r\x1b[Kneuron-migrate: {total}/{total} files".encode() in terminal, terminal
     assert b"\r\x1b[K" in terminal  # the line is erased before the summary
     assert b"files" not in stdout
 
