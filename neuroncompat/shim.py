@@ -311,8 +311,9 @@ def log_changes_again() -> None:
 def status() -> dict[str, PatchStatus]:
     """Each patch's state: waiting (target not imported yet), applied, stood-down, disabled, inactive, failed."""
     with _lock:
-        if _inactive:
-            return {cls.id: PatchStatus(cls.id, "inactive", cls.reason, "not on Neuron") for cls in _patch_types()}
+        if not _active:  # off Neuron, or not started: each patch is listed still (doctor reports every one)
+            detail = "not on Neuron" if _inactive else "the shim is not started (apply() has not run, or revert() ran)"
+            return {cls.id: PatchStatus(cls.id, "inactive", cls.reason, detail) for cls in _patch_types()}
         return {pid: PatchStatus(pid, p.state, type(p).reason, p.detail) for pid, p in _patches.items()}
 
 
