@@ -87,10 +87,10 @@ def _cuda_call_site(exc: BaseException) -> str | None:
     The traceback's first step from a frame of the user's code (``neuroncompat.cuda.callers``' rule, the one the
     CUDA redirect uses) into a file under ``torch/cuda/``.
     """
-    cuda = sys.modules.get("torch.cuda")
-    if cuda is None or not getattr(cuda, "__file__", None):
+    cuda_file = getattr(sys.modules.get("torch.cuda"), "__file__", None)
+    if not cuda_file:
         return None
-    cuda_dir = os.path.dirname(os.path.realpath(cuda.__file__)) + os.sep
+    cuda_dir = os.path.dirname(os.path.realpath(cuda_file)) + os.sep
     from neuroncompat.cuda.callers import is_user_file
 
     tb = exc.__traceback__
