@@ -88,7 +88,7 @@ def _cuda_call_site(exc: BaseException) -> str | None:
     CUDA redirect uses) into a file under ``torch/cuda/``.
     """
     cuda_file = getattr(sys.modules.get("torch.cuda"), "__file__", None)
-    if not cuda_file:
+    if not cuda_file or not isinstance(exc, Exception):  # an interrupt is the user's doing, not CUDA's
         return None
     cuda_dir = os.path.dirname(os.path.realpath(cuda_file)) + os.sep
     from neuroncompat.cuda.callers import is_user_file
