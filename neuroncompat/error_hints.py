@@ -10,8 +10,12 @@ neither says what to do:
   ``device="neuron:1"``, ``torch.device("neuron")``): the line says how to dry-run it on the
   simulated device;
 - **on Neuron** without the CUDA redirect, a CUDA script dies of ``Torch not compiled with CUDA
-  enabled`` (torch-neuronx's torch has no CUDA): the line names ``NEURONCOMPAT_CUDA=redirect``
-  (run the script as written) and ``neuron-migrate`` (rewrite it for Neuron).
+  enabled`` (torch-neuronx's torch has no CUDA), or of whatever else a ``torch.cuda`` call raises
+  there (``torch.cuda.set_device(rank)``: ``AttributeError: module 'torch._C' has no attribute
+  '_cuda_setDevice'``; its traceback shows a frame of the user's code calling into ``torch/cuda/``):
+  the line names the call site, ``NEURONCOMPAT_CUDA=redirect`` (run the script as written) and
+  ``neuron-migrate`` (rewrite it for Neuron). A ``torch.cuda`` call made by a library is the
+  library's business, not the script's, and gets no line.
 
 ``import neuroncompat`` wraps ``sys.excepthook`` (and ``python -m neuroncompat`` calls
 :func:`advise` itself): after Python has printed the traceback of an uncaught exception, that
@@ -27,6 +31,7 @@ exactly as they were, and chains to whatever hook was installed before. Giving `
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from types import TracebackType
@@ -76,16 +81,41 @@ def _off_neuron_hint(exc: BaseException | None) -> str | None:
     )
 
 
-def _on_neuron_hint(exc: BaseException | None) -> str | None:
-    if not any(_no_cuda_here(e) for e in _chain(exc)):
+def _cuda_call_site(exc: BaseException) -> str | None:
+    """``"train.py:12 calls torch.cuda.set_device"`` where ``exc`` came out of a ``torch.cuda`` call in user code.
+
+    The traceback's first step from a frame of the user's code (``neuroncompat.cuda.callers``' rule, the one the
+    CUDA redirect uses) into a file under ``torch/cuda/``.
+    """
+    cuda_file = getattr(sys.modules.get("torch.cuda"), "__file__", None)
+    if not cuda_file or not isinstance(exc, Exception):  # an interrupt is the user's doing, not CUDA's
         return None
+    cuda_dir = os.path.dirname(os.path.realpath(cuda_file)) + os.sep
+    from neuroncompat.cuda.callers import is_user_file
+
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        caller, callee = tb.tb_frame.f_code, tb.tb_next.tb_frame.f_code
+        if os.path.realpath(callee.co_filename).startswith(cuda_dir) and is_user_file(caller.co_filename):
+            name = callee.co_name
+            call = "torch.cuda" if name.startswith("_") or name == "<module>" else f"torch.cuda.{name}"
+            return f"{os.path.basename(caller.co_filename)}:{tb.tb_lineno} calls {call}"
+        tb = tb.tb_next
+    return None
+
+
+def _on_neuron_hint(exc: BaseException | None) -> str | None:
     redirect = sys.modules.get("neuroncompat.cuda")
-    if redirect is not None and redirect.is_redirected():
+    if exc is None or (redirect is not None and redirect.is_redirected()):
         return None  # the redirect is on: library code asked CUDA, and its answer is the truth
+    site = next((found for e in _chain(exc) if (found := _cuda_call_site(e))), None)
+    if site is None and not any(_no_cuda_here(e) for e in _chain(exc)):
+        return None
     script = _script()
     simulate = "NEURONCOMPAT_SIMULATE=1 " if environment.flag("NEURONCOMPAT_SIMULATE") else ""
+    uses = f"this script uses CUDA ({site})" if site else "this script uses CUDA"
     return (
-        "neuroncompat: this script uses CUDA, and this machine's accelerator is the NeuronCore (device 'neuron'). "
+        f"neuroncompat: {uses}, and this machine's accelerator is the NeuronCore (device 'neuron'). "
         f"Run it as written with the CUDA redirect: {simulate}NEURONCOMPAT_CUDA=redirect python -m neuroncompat {script}; "
         f"or rewrite it for Neuron: neuron-migrate {script} (shows the diff; --write applies it)"
     )

@@ -105,3 +105,42 @@ def test_on_the_simulated_device_other_errors_and_the_redirect_get_no_hint(tmp_p
     )
     assert result.returncode == 1 and result.stdout == "neuron:0\n"
     assert "NEURONCOMPAT_CUDA=redirect python" not in result.stderr, "the redirect is on: no advice to turn it on"
+
+
+DDP_SCRIPT = """import os
+
+import torch
+
+rank = int(os.environ.get("LOCAL_RANK", "0"))
+torch.cuda.set_device(rank)
+"""
+
+
+@pytest.mark.parametrize("runner", [[], ["-m", "neuroncompat"]], ids=["import neuroncompat", "python -m neuroncompat"])
+def test_any_error_of_a_torch_cuda_call_in_the_script_ends_with_the_redirect_and_the_codemod(
+    tmp_path: Path, runner: list[str]
+) -> None:
+    """Issue 41: ``torch.cuda.set_device`` dies of torch's own AttributeError, not "Torch not compiled with CUDA"."""
+    (tmp_path / "ddp.py").write_text(("import neuroncompat\n" if not runner else "") + DDP_SCRIPT)
+    result = _run([*runner, "ddp.py"], tmp_path, NEURONCOMPAT_SIMULATE="1")
+    lines = result.stderr.splitlines()
+    assert result.returncode == 1
+    assert lines[-2] == "AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'"
+    line = 7 if not runner else 6
+    assert lines[-1] == (
+        f"neuroncompat: this script uses CUDA (ddp.py:{line} calls torch.cuda.set_device), and this machine's "
+        "accelerator is the NeuronCore (device 'neuron'). Run it as written with the CUDA redirect: "
+        "NEURONCOMPAT_SIMULATE=1 NEURONCOMPAT_CUDA=redirect python -m neuroncompat ddp.py; or rewrite it for "
+        "Neuron: neuron-migrate ddp.py (shows the diff; --write applies it)"
+    )
+
+
+def test_a_torch_cuda_call_made_by_a_library_is_not_named_as_the_scripts(tmp_path: Path) -> None:
+    """``torch.random.fork_rng`` (torch's code, not the script's) calls ``torch.cuda``: the line names no call site."""
+    (tmp_path / "train.py").write_text(
+        "import neuroncompat\nimport torch\n\ntorch.random.fork_rng(devices=[0], device_type='cuda').__enter__()\n"
+    )
+    result = _run(["train.py"], tmp_path, NEURONCOMPAT_SIMULATE="1")
+    lines = result.stderr.splitlines()
+    assert result.returncode == 1 and lines[-2] == "AssertionError: Torch not compiled with CUDA enabled"
+    assert lines[-1].startswith("neuroncompat: this script uses CUDA, and this machine's accelerator is the NeuronCore")

@@ -44,6 +44,34 @@ def test_loads_unquantized_with_a_warning(shim: ModuleType, tiny_qwen: Path, cap
         "bitsandbytes 4-bit quantization dropped" in record.getMessage()
         and "about 4x the memory" in record.getMessage()
     )
+    # issue 41: a QLoRA script's own isinstance(m, bnb.nn.Linear4bit) scan then finds nothing to adapt
+    assert "a script that looks for bnb.nn.Linear4bit modules" in record.getMessage()
+    assert "PEFT stops with 'No `target_modules` passed'" in record.getMessage()
+    assert (
+        "Pass target_modules explicitly" in record.getMessage() and "neuron-migrate (rule NM209" in record.getMessage()
+    )
+
+
+def test_a_scan_for_quantized_layers_finds_none_and_peft_stops_as_the_warning_says(
+    shim: ModuleType, tiny_qwen: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What the warning promises, on the real model and PEFT: no layer is bitsandbytes' (none is anything but
+    torch.nn.Linear), an empty target list stops PEFT with the quoted error, explicit targets adapt."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    shim.apply()
+    with caplog.at_level(logging.WARNING, logger="neuroncompat"):
+        model = AutoModelForCausalLM.from_pretrained(
+            tiny_qwen, device_map="neuron", quantization_config=BitsAndBytesConfig(load_in_8bit=True)
+        )
+    assert "bnb.nn.Linear8bitLt modules" in caplog.text
+    linear = {type(m) for m in model.modules() if "Linear" in type(m).__name__}
+    assert linear == {torch.nn.Linear}, "nothing a bitsandbytes isinstance scan would find"
+    with pytest.raises(ValueError, match="No `target_modules` passed"):
+        get_peft_model(model, LoraConfig(r=2, target_modules=[]))
+    adapted = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    assert any("lora_A" in name for name, _ in adapted.named_parameters())
 
 
 def test_trl_qlora_recipe_trains(shim: ModuleType, tiny_qwen: Path, tmp_path: Path) -> None:

@@ -758,3 +758,15 @@ def test_parameter_identity_stands_down(
     methods = {name: torch.nn.Module.__dict__[name] for name in ("to", "cpu")}
     _assert_stands_down(shim, "parameter_identity", caplog)
     assert all(torch.nn.Module.__dict__[name] is method for name, method in methods.items())
+
+
+def test_mem_get_info_stands_down(
+    shim: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def mem_get_info(device: Any = None) -> tuple[int, int]:
+        """TorchNeuron's own: (free, total) bytes of a NeuronCore."""
+        return torch.accelerator.get_memory_info(device)
+
+    monkeypatch.setattr(torch.neuron, "mem_get_info", mem_get_info, raising=False)
+    _assert_stands_down(shim, "mem_get_info", caplog)
+    assert torch.neuron.mem_get_info is mem_get_info

@@ -104,6 +104,30 @@ def test_cuda_choices_are_normalised(
         assert expected in caplog.text
 
 
+def test_defaults_that_change_the_numbers_are_warned_once_with_how_to_keep_them(
+    shim: ModuleType, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 41: "wrapped" packing gave other batches and losses (8.297 vs 8.247), logged at INFO nobody saw."""
+    shim.apply()
+    with caplog.at_level(logging.INFO, logger="neuroncompat"):
+        for _ in range(2):  # a script's config, then the trainer's copy of it: said once
+            args = _config(tmp_path, packing=True)
+    assert (args.packing_strategy, args.dataloader_drop_last) == ("wrapped", True)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    packing = [m for m in warned if 'packing_strategy="bfd") -> "wrapped"' in m]
+    drop_last = [m for m in warned if "dataloader_drop_last=False) -> True" in m]
+    assert len(packing) == len(drop_last) == 1
+    assert (
+        "the batches and the losses differ" in packing[0]
+        and "To keep it: NEURONCOMPAT_DISABLE=trl_config" in packing[0]
+    )
+    assert "the steps and the losses differ" in drop_last[0] and "NEURONCOMPAT_DISABLE=trl_config" in drop_last[0]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="neuroncompat"):
+        _config(tmp_path, packing=True, packing_strategy="wrapped", dataloader_drop_last=True)
+    assert "[trl_config]" not in caplog.text, "the Neuron values set in the config: nothing to say"
+
+
 def test_padding_free_is_turned_off(shim: ModuleType, tmp_path: Path) -> None:
     shim.apply()
     args = _config(tmp_path, padding_free=True, packing=True, packing_strategy="bfd_split")

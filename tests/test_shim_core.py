@@ -132,7 +132,9 @@ def test_grpo_static_cache_trains_with_the_shim(
         result = trainer.train()
     assert result.global_step == 2 and torch.isfinite(torch.tensor(result.training_loss))
     assert next(trainer.model.parameters()).dtype == torch.bfloat16
-    assert 'model_init_kwargs["dtype"] = "bfloat16"' in caplog.text
+    changed = [r for r in caplog.records if 'model_init_kwargs["dtype"] = "bfloat16"' in r.getMessage()]
+    assert [r.levelname for r in changed] == ["WARNING"], "a default that changes the losses is said where users see it"
+    assert 'To keep float32: model_init_kwargs={"dtype": "float32"}' in changed[0].getMessage()
 
 
 def test_grpo_explicit_dtype_is_kept(shim: object, tiny_qwen: Path, tmp_path: Path) -> None:

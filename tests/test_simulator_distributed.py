@@ -144,6 +144,19 @@ def test_fsdp2_shards_and_matches_single_process_training(workdir: Path) -> None
     assert ranks[0]["max_diff_vs_cpu"] < 1e-5
 
 
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_fsdp1_of_a_cpu_model_shards_and_matches_single_process_training(workdir: Path, nproc: int) -> None:
+    """FSDP1 with ``device_id`` of a model built on the CPU (issue 41): ``shard()`` frees the flat parameter
+    and sets it to its shard on the core, and the backward records gradients on FSDP's stream."""
+    script = [str(SCRIPTS / "fsdp1_cpu_model.py")]
+    ranks = _results(torchrun("neuroncompat", script, workdir, nproc=nproc, module=True).stdout)
+    assert sorted(ranks) == list(range(nproc))
+    for rank, r in ranks.items():
+        assert r["flat_param_devices"] == [f"neuron:{rank}"] and r["loss_finite"]
+        assert r["flat_param_numel"] == [212 // nproc], "each rank holds its share of the one flat parameter"
+    assert ranks[0]["max_diff_vs_cpu"] < 1e-5
+
+
 def test_trl_sft_under_torchrun_saves_a_cpu_loadable_adapter(workdir: Path) -> None:
     out = workdir / "sft-torchrun"
     result = torchrun(

@@ -68,3 +68,31 @@ def test_a_resized_tensor_saves_and_loads_back_on_its_core(neuron: object) -> No
     loaded = torch.load(buffer)
     assert loaded.device == loaded.untyped_storage().device == torch.device("neuron:1")
     assert torch.equal(loaded.cpu(), torch.full((N,), 3.0))
+
+
+def test_a_freed_storage_stays_on_its_core_and_takes_a_shard_from_it(neuron: object) -> None:
+    """FSDP1's ``shard()``: free the flat parameter (``resize_(0)``), then ``set_`` it to its shard on the core.
+
+    TorchNeuron frees to a null pointer tagged with the storage's device, as CUDA does; a "cpu" storage there
+    made ``set_`` fail ("Attempted to set the storage of a tensor on device cpu ...") and regrow on core 0."""
+    torch.neuron.set_device(0)
+    flat = torch.arange(8.0, device="neuron:1")
+    shard = flat[4:].clone()
+    flat.untyped_storage().resize_(0)
+    assert flat.untyped_storage().device == torch.device("neuron:1")
+    flat.set_(shard.untyped_storage(), 0, (4,), (1,))
+    assert flat.device == torch.device("neuron:1") and flat.cpu().tolist() == [4.0, 5.0, 6.0, 7.0]
+    regrown = torch.ones(2, device="neuron:1")
+    regrown.untyped_storage().resize_(0)
+    before = _allocated()
+    regrown.untyped_storage().resize_(4 * N)
+    assert regrown.untyped_storage().device == torch.device("neuron:1")
+    assert _allocated()[0] == before[0] and _allocated()[1] - before[1] >= 4 * N
+
+
+def test_record_stream_accepts_a_neuron_stream_and_refuses_another(neuron: object) -> None:
+    """FSDP1 records each gradient on its post-backward stream (TorchNeuron implements ``record_stream``)."""
+    x = torch.ones(4, device="neuron:1")
+    x.record_stream(torch.neuron.current_stream(1))
+    with pytest.raises(RuntimeError, match="expected a neuron stream"):
+        x.record_stream(torch.Stream(device="cpu"))

@@ -21,6 +21,7 @@ from neuroncompat.patches.dist_backend import DistBackend
 from neuroncompat.patches.dynamic_shapes import DynamicShapes
 from neuroncompat.patches.generate_inputs import GenerateInputs
 from neuroncompat.patches.kernels import Kernels
+from neuroncompat.patches.mem_get_info import MemGetInfo
 from neuroncompat.patches.parameter_identity import ParameterIdentity
 from neuroncompat.patches.pipeline_device import PipelineDevice
 from neuroncompat.patches.precision import Precision
@@ -63,4 +64,5 @@ PATCH_TYPES: tuple[type[Patch], ...] = (
     CrossDeviceData,
     ParameterIdentity,
     UnusedDevice,
+    MemGetInfo,
 )

@@ -13,7 +13,10 @@ Fix: wrap ``transformers.modeling_utils.get_hf_quantizer`` (looked up by name in
 wrapper alone). On Neuron with CUDA unavailable, a bitsandbytes ``quantization_config`` passed by
 the caller is dropped with a WARNING that the weights now load unquantized, in the dtype the
 caller asked for (``dtype=torch.bfloat16`` is the Neuron choice): about 4x (4-bit) or 2x (8-bit)
-the memory of the quantized model. Never silent. Other quantization methods and checkpoints that
+the memory of the quantized model. Never silent. The same WARNING says what a script that scans the
+model for bitsandbytes layers (``isinstance(m, bnb.nn.Linear4bit)``, to pick LoRA's ``target_modules``)
+will see, none, so PEFT's "No `target_modules` passed" that follows has its cause named, with the fixes:
+explicit ``target_modules`` or ``neuron-migrate`` (NM209 rewrites the scan to ``torch.nn.Linear``). Other quantization methods and checkpoints that
 are already bnb-quantized (their weights cannot be loaded without bitsandbytes) are left to
 transformers. Stands down when both bnb quantizers' ``validate_environment`` know Neuron.
 
@@ -32,6 +35,9 @@ from types import ModuleType
 from typing import Any
 
 from neuroncompat.patch import Patch
+
+# The layer class bitsandbytes swaps into a quantized model, which scripts scan for.
+_BNB_LAYERS = {4: "Linear4bit", 8: "Linear8bitLt"}
 
 
 def _bitsandbytes_bits(quantization_config: Any) -> int | None:
@@ -69,11 +75,18 @@ class Quantization(Patch):
             if bits is not None and patch._on_neuron():
                 patch.warn(
                     "bitsandbytes %d-bit quantization dropped: bitsandbytes has no Neuron build. %s loads UNQUANTIZED, "
-                    "about %dx the memory of the %d-bit model; pass dtype=torch.bfloat16 and check it fits a NeuronCore",
+                    "about %dx the memory of the %d-bit model; pass dtype=torch.bfloat16 and check it fits a NeuronCore. "
+                    "Its linear layers are torch.nn.Linear, not bitsandbytes': a script that looks for "
+                    "bnb.nn.%s modules (isinstance(m, bnb.nn.%s), as QLoRA scripts pick LoRA's target_modules) "
+                    "finds none, and PEFT stops with 'No `target_modules` passed'. Pass target_modules explicitly "
+                    '(["q_proj", "v_proj"], or "all-linear"), or rewrite the script with neuron-migrate (rule NM209 '
+                    "makes such scans look for torch.nn.Linear)",
                     bits,
                     getattr(config, "_name_or_path", None) or type(config).__name__,
                     16 // bits,
                     bits,
+                    _BNB_LAYERS[bits],
+                    _BNB_LAYERS[bits],
                 )
                 quantization_config = None
             return original(config, quantization_config, *args, **kwargs)

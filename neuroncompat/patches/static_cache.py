@@ -15,8 +15,8 @@ Fix:
   (chunked prefill) before its first write. Under bf16 autocast the cache is bf16: half the
   memory of fp32.
 - TRL ``GRPOConfig``/``RLOOConfig`` with ``cache_implementation="static"`` and no dtype in
-  ``model_init_kwargs`` load the model in bf16, as the TRL Trainium guide recommends. An explicit
-  dtype is kept.
+  ``model_init_kwargs`` load the model in bf16, as the TRL Trainium guide recommends, with one WARNING (it
+  changes the losses) naming how to keep TRL's default float32. An explicit dtype is kept.
 Both parts stand down when ``StaticLayer.lazy_initialization`` allocates the values in the value
 dtype and ``Cache.early_initialization`` no longer takes one ``dtype`` for keys and values.
 
@@ -135,9 +135,11 @@ class StaticCache(Patch):
             if "dtype" in kwargs or "torch_dtype" in kwargs:
                 return
             config.model_init_kwargs = {**kwargs, "dtype": "bfloat16"}
-            patch.changed(
+            patch.warn(  # a default that changes the numbers: said where users see it
                 '%s(cache_implementation="static"): model_init_kwargs["dtype"] = "bfloat16" '
-                "(a static cache needs a bf16 model on Neuron, per the TRL guide)",
+                "(a static cache needs a bf16 model on Neuron, per the TRL guide): the model trains in bf16, not in "
+                "TRL's default float32, so the losses differ. To keep float32: "
+                'model_init_kwargs={"dtype": "float32"} in the config (the cache then holds what the model computes)',
                 type(config).__name__,
             )
 

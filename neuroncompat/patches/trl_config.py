@@ -23,7 +23,10 @@ On Neuron (``use_cpu`` not set): those optimizers -> ``adamw_torch``; ``use_lige
 False; ``padding_free`` -> False; packing with a padding-free strategy (``bfd``, ``bfd_split``) ->
 ``packing_strategy="wrapped"`` (fixed-length blocks); ``dataloader_drop_last`` -> True;
 ``torch_compile_mode`` -> None (with ``torch_compile=True`` kept, since a mode implies it);
-``ddp_backend="nccl"`` -> None. Every change is logged; values that can work are kept. This
+``ddp_backend="nccl"`` -> None. Every change is logged; values that can work are kept. The two that change
+the numbers of a run whose settings could have stayed (the packing strategy: other batches; the last short
+batch dropped: other steps) are WARNINGs, once, saying how to keep the original (``NEURONCOMPAT_DISABLE``)
+or silence them (setting the new value in the config): users do not see INFO. This
 wraps TRL's base rather than ``TrainingArguments.__post_init__``, which the ``precision`` patch
 wraps, so each patch's revert restores exactly its own wrapper. Stands down when
 ``_BaseConfig.__post_init__`` handles Neuron itself (its source names ``neuron``).
@@ -36,7 +39,6 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -51,10 +53,6 @@ _PADDING_FREE_STRATEGIES = ("bfd", "bfd_split", "bfd-requeue")
 def _cuda_only_optimizer(name: str) -> bool:
     """bitsandbytes (incl. paged) and 8-bit optimizers: no Neuron build."""
     return "bnb" in name or "paged" in name or "8bit" in name or name == "lion_32bit"
-
-
-def _field_default(config: Any, name: str) -> Any:
-    return next((f.default for f in dataclasses.fields(config) if f.name == name), None)
 
 
 class TrlConfig(Patch):
@@ -104,16 +102,25 @@ class TrlConfig(Patch):
         strategy = getattr(config, "packing_strategy", None)
         if getattr(config, "packing", False) and strategy in _PADDING_FREE_STRATEGIES:
             config.packing_strategy = "wrapped"
-            log = self.changed if strategy == _field_default(config, "packing_strategy") else self.warn
-            log(
-                '%s(packing=True, packing_strategy="%s") -> "wrapped" (fixed-length blocks; "%s" means padding-free batches)',
+            self.warn(
+                '%s(packing=True, packing_strategy="%s") -> "wrapped" (fixed-length blocks; "%s" means padding-free '
+                "batches): the batches and the losses differ from a %s run. To keep it: NEURONCOMPAT_DISABLE=%s "
+                '(each batch length is then a new Neuron graph); packing_strategy="wrapped" in the config silences this',
                 name,
                 strategy,
                 strategy,
+                strategy,
+                self.id,
             )
         if not config.dataloader_drop_last:
             config.dataloader_drop_last = True
-            self.changed("%s(dataloader_drop_last=False) -> True (a last short batch is one more Neuron graph)", name)
+            self.warn(
+                "%s(dataloader_drop_last=False) -> True (a last short batch is one more Neuron graph): a short last "
+                "batch of each epoch is left out, so the steps and the losses differ from a run that keeps it. To keep "
+                "it: NEURONCOMPAT_DISABLE=%s; dataloader_drop_last=True in the config silences this",
+                name,
+                self.id,
+            )
         if config.torch_compile_mode not in (None, "default"):
             mode, config.torch_compile_mode, config.torch_compile = config.torch_compile_mode, None, True
             self.warn(

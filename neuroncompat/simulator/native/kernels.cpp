@@ -121,10 +121,30 @@ at::Tensor& set_empty(at::Tensor& self) {
   return self;
 }
 
+// Tensor.record_stream: TorchNeuron's caching allocator records the stream that uses a block (FSDP1 records
+// each unsharded gradient on its post-backward stream). The simulated core runs one in-order stream, so a
+// block is never reused before that stream is done with it: nothing to record beyond the checks.
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(self.is_privateuseone(), "record_stream: expected a neuron tensor, but got ", self.device());
+  TORCH_CHECK(stream.device_type() == c10::DeviceType::PrivateUse1,
+              "record_stream: expected a neuron stream, but got device type ", stream.device_type());
+}
+
 }  // namespace
 
 void resize_storage_bytes(const c10::Storage& storage, size_t newsize) {
-  at::native::resize_bytes_cpu(storage.unsafeGetStorageImpl(), newsize);
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  if (newsize == 0) {
+    // Freeing keeps the storage on its core, as TorchNeuron's resizePrivateUse1Bytes and CUDA's
+    // resize_bytes_cuda do (a null DataPtr tagged with the storage's device). resize_bytes_cpu would
+    // leave an untagged one, a "cpu" storage: FSDP1's shard() then fails to set_() the flat parameter
+    // to its shard, and regrowing lands on the current core instead of the storage's.
+    TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+    impl->set_data_ptr_noswap(c10::DataPtr(nullptr, storage.device()));
+    impl->set_nbytes(0);
+    return;
+  }
+  at::native::resize_bytes_cpu(impl, newsize);
 }
 
 }  // namespace neuron_sim
@@ -143,6 +163,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
   m.impl("set_", TORCH_FN(set_empty));
+  m.impl("record_stream", TORCH_FN(record_stream));
 }
 
 // A copy between the host and the device of a conjugated or negated view: _copy_from keeps the
