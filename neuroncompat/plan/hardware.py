@@ -15,16 +15,15 @@ GIB = 1 << 30
 
 @dataclass(frozen=True)
 class Core:
-    """One NeuronCore as a process sees it: its memory, and how many of them an instance's largest size has."""
+    """One NeuronCore as a process sees it: its memory, and what it is."""
 
     name: str
     memory_bytes: int
-    cores_per_instance: int
     note: str
 
 
 CORES = {
-    "trn2": Core("trn2", 24 * GIB, 64, "logical NeuronCore at the default LNC=2 (2 physical NeuronCore-v3)"),
-    "trn2-lnc1": Core("trn2-lnc1", 12 * GIB, 128, "physical NeuronCore-v3 at NEURON_LOGICAL_NC_CONFIG=1"),
-    "trn1": Core("trn1", 16 * GIB, 32, "NeuronCore-v2"),
+    "trn2": Core("trn2", 24 * GIB, "logical NeuronCore at the default LNC=2 (2 physical NeuronCore-v3)"),
+    "trn2-lnc1": Core("trn2-lnc1", 12 * GIB, "physical NeuronCore-v3 at NEURON_LOGICAL_NC_CONFIG=1"),
+    "trn1": Core("trn1", 16 * GIB, "NeuronCore-v2"),
 }
