@@ -134,3 +134,14 @@ def test_a_model_with_no_causal_lm_class_exits_2_naming_the_file(tmp_path: Path)
     result = _plan(str(tmp_path))
     assert result.exit_code == 2
     assert f"{tmp_path / 'config.json'}: model_type 'vit' has no causal-LM class" in result.output
+
+
+def test_settings_out_of_range_are_refused_by_name() -> None:
+    """The plan's API (the bench and the accuracy test build settings without the command line) checks as the
+    command line does."""
+    from neuroncompat.plan.settings import PlanInputError, PlanSettings
+
+    with pytest.raises(PlanInputError, match="sequence length 0: must be at least 1"):
+        PlanSettings(seq_len=0)
+    with pytest.raises(PlanInputError, match="optimizer 'adafactor': expected one of adamw, sgd"):
+        PlanSettings(optimizer="adafactor")
