@@ -32,6 +32,7 @@ Examples:
   neuroncompat doctor                            what this machine has (paste it into a bug report)
   neuroncompat simulate -- python train.py       dry-run a script on the simulated Neuron device
   neuroncompat check path/to/model              will this architecture run on Trainium?
+  neuroncompat plan path/to/model --seq-len 2048 will a full-size training step fit a NeuronCore?
 
 \b
 Exit codes: 0 ok, 1 changes needed or a stage failed, 2 usage or input error,
@@ -292,6 +293,65 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
         if progress is not None:
             progress.close()
     click.echo(check_report.RENDERERS[fmt](result))
+    raise SystemExit(result["exit_code"])
+
+
+@main.command(
+    help="Will MODEL's step fit in a NeuronCore's memory? Builds MODEL from its config alone (no weights) on fake "
+    "tensors, runs one training step (forward, backward, optimizer step) or one generation (prefill and a decode "
+    "step on a static cache) under PyTorch's MemTracker, and reports the peak per NeuronCore by category, the phase "
+    "it falls in, the largest tensors and a verdict. MODEL is a directory with config.json, a config.json, or a hub "
+    "id whose config is cached. Exits 0 when it fits, 1 when it does not, 2 when MODEL or a setting is wrong.",
+)
+@click.option("--task", type=click.Choice(["train", "generate"]), default="train", show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--seq-len", type=click.IntRange(min=1), default=2048, show_default=True, help="Tokens per sequence.")
+@click.option(
+    "--dtype", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True, help="Parameter dtype."
+)
+@click.option("--autocast", type=click.Choice(["bf16"]), default=None, help="Run the forward under bf16 autocast.")
+@click.option("--optimizer", type=click.Choice(["adamw", "sgd"]), default="adamw", show_default=True)
+@click.option("--gradient-checkpointing", is_flag=True, help="Recompute each layer's activations in backward.")
+@click.option(
+    "--max-new-tokens",
+    type=click.IntRange(min=1),
+    default=128,
+    show_default=True,
+    help="generate: the static cache holds --seq-len plus this many positions.",
+)
+@click.option(
+    "--instance",
+    type=click.Choice(["trn2", "trn2-lnc1", "trn1"]),
+    default="trn2",
+    show_default=True,
+    help="Whose NeuronCore to compare with: trn2 24 GiB (default LNC=2), trn2-lnc1 12 GiB, trn1 16 GiB.",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.argument("model")
+def plan(
+    task: str,
+    batch_size: int,
+    seq_len: int,
+    dtype: str,
+    autocast: str | None,
+    optimizer: str,
+    gradient_checkpointing: bool,
+    max_new_tokens: int,
+    instance: str,
+    fmt: str,
+    model: str,
+) -> None:
+    from neuroncompat import plan as planner
+    from neuroncompat.plan import report as plan_report
+
+    try:
+        settings = planner.PlanSettings(
+            task, batch_size, seq_len, dtype, autocast, optimizer, gradient_checkpointing, max_new_tokens
+        )
+        result = planner.plan(model, settings, instance)
+    except planner.PlanInputError as exc:
+        raise InputError(str(exc)) from exc
+    click.echo(plan_report.RENDERERS[fmt](result))
     raise SystemExit(result["exit_code"])
 
 

@@ -26,9 +26,12 @@ from neuroncompat import cli as neuroncompat_cli
 
 PAGES = [
     "README.md",
-    *(f"docs/{name}.md" for name in ("install", "shim", "migrate", "simulate", "check", "simulator", "cuda_redirect")),
+    *(
+        f"docs/{name}.md"
+        for name in ("install", "shim", "migrate", "simulate", "check", "simulator", "cuda_redirect", "plan")
+    ),
 ]
-_COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*(neuron-migrate|neuroncompat(?= (?:simulate|check|doctor)\b))\b(.*)$")
+_COMMAND = re.compile(r"^(?:[A-Z_]+=\S+ )*(neuron-migrate|neuroncompat(?= (?:simulate|check|doctor|plan)\b))\b(.*)$")
 
 
 def _quoted() -> list[tuple[str, str, str]]:

@@ -1,0 +1,127 @@
+"""`neuroncompat plan`: how close its per-core peak is to the simulator's measured one, and what planning costs.
+
+Accuracy: for each model (the tests' tiny Llama, a 4-layer hidden-256 Llama at 2 x 128 tokens, and the issue's
+12-layer hidden-512 Llama at 1 x 512) and each setting (fp32, bf16 autocast; with and without gradient
+checkpointing; AdamW), the plan's peak by the end of each phase (``neuroncompat.plan.trace``, fake tensors) next to
+``torch.neuron.max_memory_allocated`` for the same step run for real on the simulated device
+(``neuroncompat.plan.measure``, the same ``neuroncompat.plan.step`` code). Each row's error is the worst of its
+three phases.
+
+Speed: a Llama-3-8B-shaped config made locally from ``LlamaConfig`` (hidden 4096, 32 layers, 32 heads, 8 KV
+heads, intermediate 14336, vocabulary 128256), full fine-tuning at batch 1 x 2048, bf16 parameters, AdamW: the
+``neuroncompat plan`` command's wall time and the planning process's peak RSS (a fresh child process, read with
+``getrusage(RUSAGE_CHILDREN)``). Targets (issue #42): under 90 s and 4 GiB.
+
+Run: ``python bench/bench_plan.py [--only accuracy|speed] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+LLAMA_8B = {
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+}
+MODELS = {
+    "tiny (2 layers, h64), 2x32": ({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                                    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256}, 2, 32),
+    "4 layers, h256, 2x128": ({"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
+                               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}, 2, 128),
+    "12 layers, h512, 1x512": ({"hidden_size": 512, "intermediate_size": 1408, "num_hidden_layers": 12,
+                                "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 32000}, 1, 512),
+}  # fmt: skip
+
+
+def accuracy() -> list[dict[str, Any]]:
+    """One row per (model, setting): the plan's and the simulator's peak per phase, and the worst error."""
+    from transformers import LlamaConfig
+
+    from neuroncompat import simulator
+    from neuroncompat.plan.measure import measure
+    from neuroncompat.plan.settings import PlanSettings
+    from neuroncompat.plan.trace import trace
+
+    simulator.enable(cores=1)
+    rows = []
+    for name, (shape, batch, seq) in MODELS.items():
+        config = LlamaConfig(**shape)
+        for autocast in (None, "bf16"):
+            for checkpointing in (False, True):
+                settings = PlanSettings(
+                    batch_size=batch, seq_len=seq, autocast=autocast, gradient_checkpointing=checkpointing
+                )
+                planned = trace(config, settings).phase_peaks
+                measured = measure(config, settings)
+                error = max(abs(planned[p] - measured[p]) / measured[p] for p in measured)
+                rows.append(
+                    {"model": name, "autocast": autocast or "-", "checkpointing": checkpointing,
+                     "planned": planned, "measured": measured, "worst_error": error}
+                )  # fmt: skip
+    return rows
+
+
+def speed() -> dict[str, Any]:
+    """Plan the 8B-shaped config in a fresh process: wall seconds, peak RSS, and what it planned."""
+    from transformers import LlamaConfig
+
+    with tempfile.TemporaryDirectory() as folder:
+        LlamaConfig(**LLAMA_8B).save_pretrained(folder)
+        argv = ["plan", folder, "--dtype", "bf16", "--batch-size", "1", "--seq-len", "2048", "--format", "json"]
+        command = [sys.executable, "-c", "from neuroncompat.cli import main; main()", *argv]  # the command, fresh
+        start = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        seconds = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    report = json.loads(done.stdout)
+    return {
+        "seconds": seconds,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime,
+        "peak_rss_bytes": usage.ru_maxrss * 1024,
+        "exit_code": done.returncode,
+        "per_core": report["per_core"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=["accuracy", "speed"])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result: dict[str, Any] = {}
+    if args.only != "accuracy":
+        result["speed"] = speed()
+    if args.only != "speed":
+        result["accuracy"] = accuracy()
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    mib = 1 << 20
+    if "speed" in result:
+        s = result["speed"]
+        print(f"8B-shaped, 1 x 2048, bf16, AdamW: {s['seconds']:.1f} s ({s['cpu_seconds']:.1f} s CPU), peak RSS {s['peak_rss_bytes'] / (1 << 30):.2f} GiB, "
+              f"planned peak {s['per_core']['peak_bytes'] / (1 << 30):.1f} GiB in {s['per_core']['phase']}")  # fmt: skip
+        print({k: round(v / (1 << 30), 2) for k, v in s["per_core"]["categories"].items()})
+    for row in result.get("accuracy", []):
+        cells = " | ".join(
+            f"{row['planned'][p] / mib:.1f} / {row['measured'][p] / mib:.1f}"
+            for p in ("forward", "backward", "optimizer")
+        )
+        print(f"| {row['model']} | {row['autocast']} | {'on' if row['checkpointing'] else 'off'} | {cells} | "
+              f"{100 * row['worst_error']:.2f}% |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

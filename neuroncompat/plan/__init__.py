@@ -1,0 +1,27 @@
+"""``neuroncompat plan MODEL``: will a full-size step fit in a NeuronCore's memory? Answered from the config alone.
+
+Before renting a trn2, a user porting a script wants to know whether the step fits. The plan builds MODEL from
+its config on fake tensors (no weights, no real memory), runs one training step (forward, backward, optimizer
+step) or one generation (prefill and a decode step on a static cache) under PyTorch's MemTracker, and reports
+the peak per NeuronCore by category, the phase it falls in, the largest tensors, and a verdict against the
+core's memory. One job per module: :mod:`.config` (MODEL to a config), :mod:`.settings`, :mod:`.step` (the step,
+shared with the accuracy test that runs it for real on the simulated device), :mod:`.trace` (fake tensors and
+MemTracker), :mod:`.largest`, :mod:`.hardware` (each instance's core memory) and :mod:`.report`. This first slice
+plans one core (no tensor parallelism or FSDP); docs/plan.md says what the plan does not model.
+"""
+
+from __future__ import annotations
+
+from neuroncompat.plan import config as model_config
+from neuroncompat.plan import report
+from neuroncompat.plan.hardware import CORES
+from neuroncompat.plan.settings import PlanInputError, PlanSettings
+from neuroncompat.plan.trace import trace
+
+__all__ = ["PlanInputError", "PlanSettings", "plan"]
+
+
+def plan(model: str, settings: PlanSettings, instance: str = "trn2") -> dict:
+    """The plan document for MODEL's step (neuroncompat/plan/report.py describes it)."""
+    path, config = model_config.load(model)
+    return report.build(model, path, config, settings, trace(config, settings), CORES[instance])

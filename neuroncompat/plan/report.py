@@ -1,0 +1,110 @@
+"""A plan as a JSON document (docs/plan.schema.json) and as the text a user reads on a terminal.
+
+The document is built once (:func:`build`) and each renderer only formats it, so the text never says something
+the JSON does not.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from neuroncompat.plan.hardware import GIB, Core
+from neuroncompat.plan.settings import PlanSettings
+from neuroncompat.plan.trace import Trace
+from neuroncompat_report.exits import FAILED, OK
+
+SCHEMA = "neuroncompat.plan/1"
+NOT_MODELLED = (
+    "the Neuron compiler's workspace and the compiled graph's own buffers",
+    "allocator fragmentation and caching (the peak is of live tensors)",
+    "collective-communication buffers",
+)
+
+
+def build(model: str, config_path: Path, config: Any, settings: PlanSettings, trace: Trace, core: Core) -> dict:
+    """The plan document: the step, its peak per NeuronCore by category and phase, and the verdict."""
+    fits = trace.peak_bytes <= core.memory_bytes
+    return {
+        "schema": SCHEMA,
+        "model": model,
+        "config": str(config_path),
+        "model_type": str(getattr(config, "model_type", "")),
+        "parameter_count": trace.parameter_count,
+        "settings": settings.as_dict(),
+        "layout": {"tp": 1, "fsdp": 1, "cores": 1},
+        "core": {"instance": core.name, "memory_bytes": core.memory_bytes, "what": core.note},
+        "per_core": {
+            "peak_bytes": trace.peak_bytes,
+            "phase": trace.phase,
+            "categories": trace.categories,
+            "phase_peaks": trace.phase_peaks,
+            "kv_cache_bytes": trace.kv_cache_bytes,
+        },
+        "largest_tensors": [
+            {
+                "op": made.op,
+                "shape": list(made.shape),
+                "dtype": made.dtype,
+                "phase": made.phase,
+                "bytes": made.nbytes,
+                "count": made.count,
+            }
+            for made in trace.largest
+        ],
+        "largest_parameters": [{"name": name, "bytes": size} for name, size in trace.parameters],
+        "fits": fits,
+        "headroom_bytes": core.memory_bytes - trace.peak_bytes,
+        "not_modelled": list(NOT_MODELLED),
+        "exit_code": OK if fits else FAILED,
+    }
+
+
+def render_json(plan: dict) -> str:
+    return json.dumps(plan, indent=2)
+
+
+def _gib(size: int) -> str:
+    """A size in GiB, or in MiB below one GiB (a tiny model's figures would all read 0.00 GiB)."""
+    return f"{size / GIB:.2f} GiB" if abs(size) >= GIB else f"{size / (1 << 20):.1f} MiB"
+
+
+def render_text(plan: dict) -> str:
+    """The verdict first, then where the memory goes: what a user deciding on an instance reads."""
+    s, per_core, core = plan["settings"], plan["per_core"], plan["core"]
+    step = (
+        f"train, {s['optimizer']}" + (", gradient checkpointing" if s["gradient_checkpointing"] else "")
+        if s["task"] == "train"
+        else f"generate, static cache {s['seq_len'] + s['max_new_tokens']} positions"
+    )
+    precision = s["dtype"] + (f", autocast {s['autocast']}" if s["autocast"] else "")
+    verdict = "fits" if plan["fits"] else "does NOT fit"
+    lines = [
+        f"neuroncompat plan: {plan['model']} ({plan['model_type']}, {plan['parameter_count'] / 1e9:.2f}B parameters)",
+        f"step: {step}; batch {s['batch_size']} x {s['seq_len']} tokens; {precision}; 1 NeuronCore (no TP, no FSDP)",
+        "",
+        f"peak per NeuronCore: {_gib(per_core['peak_bytes'])} in {per_core['phase']}: {verdict} in "
+        f"{_gib(core['memory_bytes'])} ({core['instance']}: {core['what']}), headroom {_gib(plan['headroom_bytes'])}",
+        "",
+        "at the peak, by category:",
+    ]
+    for name, size in per_core["categories"].items():
+        if size:
+            lines.append(f"  {name:<18}{_gib(size):>12}")
+    if per_core["kv_cache_bytes"] is not None:
+        lines.append(f"  (of the activations, the static KV cache: {_gib(per_core['kv_cache_bytes'])})")
+    lines += ["", "peak by the end of each phase:"]
+    lines += [f"  {phase:<18}{_gib(size):>12}" for phase, size in per_core["phase_peaks"].items()]
+    lines += ["", "largest tensors the step makes:"]
+    for made in plan["largest_tensors"]:
+        shape = "x".join(str(n) for n in made["shape"])
+        times = f" (x{made['count']})" if made["count"] > 1 else ""
+        lines.append(f"  {_gib(made['bytes']):>12}  {made['op']} {shape} {made['dtype']} in {made['phase']}{times}")
+    lines += ["largest parameters:"]
+    lines += [f"  {_gib(p['bytes']):>12}  {p['name']}" for p in plan["largest_parameters"]]
+    lines += ["", "not modelled: " + "; ".join(plan["not_modelled"]) + " (docs/plan.md)"]
+    return "\n".join(lines)
+
+
+RENDERERS = {"text": render_text, "json": render_json}

@@ -1,0 +1,141 @@
+"""One step traced on fake tensors under PyTorch's MemTracker: peak memory by category, the phase it falls in,
+and the largest tensors, with no weights and no real memory.
+
+``FakeTensorMode`` runs every op with shapes only, so a full-size model costs seconds of CPU and a few hundred
+MB; ``torch.distributed._tools.mem_tracker.MemTracker`` (entered inside the fake mode, as it expects) counts
+each storage once, by what it holds: parameters, buffers, gradients, activations, temporaries (what backward
+makes besides gradients), optimizer states (with the optimizer step's own temporaries, which it counts there)
+and the inputs (registered with ``track_external``, reported as "inputs").
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker
+
+from neuroncompat.plan import step
+from neuroncompat.plan.largest import LargestTensors, Made
+from neuroncompat.plan.settings import PlanSettings
+
+# MemTracker's reference types (its _MemRefType values) by the names the report uses
+CATEGORIES = {
+    "Parameter": "parameters",
+    "Buffer": "buffers",
+    "Gradient": "gradients",
+    "Activation": "activations",
+    "Temp": "temporaries",
+    "Optstate": "optimizer_states",
+    "Other": "inputs",
+}
+_TOTAL = "Total"
+
+
+@dataclass
+class Trace:
+    """What one traced step used: the peak, its split by category, where it fell, and the largest tensors."""
+
+    peak_bytes: int
+    categories: dict[str, int]
+    phase: str
+    phase_peaks: dict[str, int]
+    largest: list[Made]
+    parameters: list[tuple[str, int]] = field(default_factory=list)
+    parameter_count: int = 0
+    kv_cache_bytes: int | None = None
+
+
+def _peak(tracker: MemTracker) -> tuple[int, dict[str, int]]:
+    """The peak total so far and its split, summed over devices (one fake device: the CPU)."""
+    total = 0
+    split = dict.fromkeys(CATEGORIES.values(), 0)
+    for snapshot in tracker.get_tracker_snapshot("peak").values():
+        for key, value in snapshot.items():
+            if key == _TOTAL:
+                total += value
+            else:
+                split[CATEGORIES[getattr(key, "value", key)]] += value
+    return total, split
+
+
+@contextlib.contextmanager
+def _one_sequence_per_row() -> Iterator[None]:
+    """Answer transformers' packed-sequence check as an eager run on the planned batch answers it.
+
+    With no attention mask and no cache (a training step), ``create_causal_mask`` asks
+    ``find_packed_sequence_indices`` whether the position ids pack several sequences into a row; that reads the
+    ids' values, which a fake tensor does not have, so on fake tensors it answers "maybe" and the causal mask
+    is materialised ([batch, 1, seq, seq]) and handed to SDPA, where an eager run on real ids answers "no" and
+    SDPA runs with ``is_causal``. The planned batch is one sequence per row by construction, so the trace gets
+    the eager answer (without this, a gradient-checkpointed step's backward was planned 10% high).
+    """
+    from transformers import masking_utils
+
+    found = masking_utils.find_packed_sequence_indices
+    masking_utils.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        masking_utils.find_packed_sequence_indices = found
+
+
+def trace(config: Any, settings: PlanSettings) -> Trace:
+    """Build MODEL from ``config`` on fake tensors and run the planned step under MemTracker."""
+    with FakeTensorMode(), _one_sequence_per_row():
+        model = step.build_model(config, settings, "cpu")
+        optimizer = step.build_optimizer(model, settings) if settings.task == "train" else None
+        ids = step.input_ids(config, settings, "cpu")
+        tracker = MemTracker()
+        tracker.track_external(model, ids, *([optimizer] if optimizer is not None else []))
+        largest = LargestTensors()
+        phase_peaks: dict[str, int] = {}
+
+        def after(phase: str) -> None:
+            phase_peaks[phase] = _peak(tracker)[0]
+            if phase == "prefill":  # MemTracker refuses a second forward (decode) while it holds the first's
+                tracker.reset_mod_stats()
+            largest.phase = _next_phase(settings, phase)
+
+        largest.phase = _next_phase(settings, None)
+        cache = None
+        with tracker, largest:
+            if optimizer is not None:
+                step.train_step(model, optimizer, ids, settings, after)
+            else:
+                cache = step.generate_step(model, config, ids, settings, after)
+        total, split = _peak(tracker)
+        params = sorted(
+            ((name, p.numel() * p.element_size()) for name, p in model.named_parameters()),
+            key=lambda item: item[1],
+            reverse=True,
+        )
+        return Trace(
+            peak_bytes=total,
+            categories=split,
+            phase=next(phase for phase, peak in phase_peaks.items() if peak == total),
+            phase_peaks=phase_peaks,
+            largest=largest.top(),
+            parameters=params[:3],
+            parameter_count=sum(p.numel() for p in model.parameters()),
+            kv_cache_bytes=_cache_bytes(cache),
+        )
+
+
+def _next_phase(settings: PlanSettings, done: str | None) -> str:
+    """The phase that starts once ``done`` ends (the first phase for None)."""
+    phases = step.TRAIN_PHASES if settings.task == "train" else step.GENERATE_PHASES
+    index = 0 if done is None else phases.index(done) + 1
+    return phases[min(index, len(phases) - 1)]
+
+
+def _cache_bytes(cache: Any) -> int | None:
+    """The static cache's keys and values, for a generation plan; None for training."""
+    if cache is None:
+        return None
+    tensors = [t for layer in cache.layers for t in (layer.keys, layer.values) if isinstance(t, torch.Tensor)]
+    return sum(t.numel() * t.element_size() for t in tensors)

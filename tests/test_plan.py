@@ -1,0 +1,147 @@
+"""``neuroncompat plan MODEL`` (issue 42): a full-size step traced on fake tensors, its peak per NeuronCore by
+category and phase, and a verdict with exit 0 fits / 1 does not fit / 2 input error.
+
+Models are configs only (the plan never reads weights), so a config far too large for the machine plans in
+seconds; the plan's accuracy against the simulated device's measured peak is tests/test_plan_accuracy.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from click.testing import CliRunner, Result
+from helpers import REPO, run_python
+
+from neuroncompat.cli import main
+
+SCHEMA = json.loads((REPO / "docs" / "plan.schema.json").read_text())
+GIB = 1 << 30
+
+
+def _config(folder: Path, **shape: int) -> Path:
+    """A Llama config.json in ``folder`` (no weights: the plan needs none)."""
+    from transformers import LlamaConfig
+
+    LlamaConfig(**shape).save_pretrained(folder)
+    return folder
+
+
+def _plan(*args: str) -> Result:
+    return CliRunner().invoke(main, ["plan", *args], prog_name="neuroncompat")
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Path:
+    return _config(
+        tmp_path,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1000,
+    )
+
+
+def test_a_training_plan_is_valid_json_with_every_category_and_exits_0_when_it_fits(small: Path) -> None:
+    result = _plan(str(small), "--batch-size", "2", "--seq-len", "128", "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    jsonschema.validate(plan, SCHEMA)
+    per_core = plan["per_core"]
+    parameters = plan["parameter_count"] * 4  # fp32
+    categories = per_core["categories"]
+    assert categories["parameters"] == parameters
+    assert per_core["phase"] == "optimizer", "AdamW's two states plus its foreach temporaries outweigh 2x128 tokens"
+    assert categories["gradients"] == parameters and categories["optimizer_states"] >= 2 * parameters
+    assert per_core["peak_bytes"] == sum(categories.values())
+    assert list(per_core["phase_peaks"]) == ["forward", "backward", "optimizer"]
+    assert plan["fits"] and plan["headroom_bytes"] == 24 * GIB - per_core["peak_bytes"]
+    assert plan["largest_parameters"][0]["name"] in ("model.embed_tokens.weight", "lm_head.weight")
+    logits = [t for t in plan["largest_tensors"] if t["shape"] == [2, 128, 1000]]
+    assert logits and logits[0]["bytes"] == 2 * 128 * 1000 * 4, "the vocabulary-sized logits are among the largest"
+
+
+def test_a_step_that_does_not_fit_exits_1_and_says_where_the_peak_falls(tmp_path: Path) -> None:
+    """An 8B-wide model at 8 x 4096 tokens: the fp32 logits alone are 16 GiB, more than a trn1 core holds."""
+    model = _config(
+        tmp_path,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=1,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=128256,
+    )
+    result = _plan(str(model), "--batch-size", "8", "--seq-len", "4096", "--instance", "trn1")
+    assert result.exit_code == 1, result.output
+    assert "does NOT fit in 16.00 GiB (trn1: NeuronCore-v2)" in result.output
+    assert "_log_softmax 32768x128256 float32 in forward" in result.output
+
+
+def test_gradient_checkpointing_lowers_the_forward_peak_and_sgd_keeps_no_state(small: Path) -> None:
+    def plan(*extra: str) -> dict:
+        result = _plan(str(small), "--batch-size", "2", "--seq-len", "128", "--format", "json", *extra)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)["per_core"]
+
+    plain = plan("--optimizer", "sgd")
+    checkpointed = plan("--optimizer", "sgd", "--gradient-checkpointing")
+    assert checkpointed["phase_peaks"]["forward"] < plain["phase_peaks"]["forward"]
+    assert plain["categories"]["optimizer_states"] == 0 and plain["phase"] != "optimizer"
+
+
+def test_a_generation_plan_counts_the_static_cache(small: Path) -> None:
+    """bf16, batch 2, 128 prompt + 32 new tokens: 4 layers x (K, V) x 2 KV heads x 160 positions x 64 dims."""
+    result = _plan(
+        str(small), "--task", "generate", "--dtype", "bf16", "--batch-size", "2", "--seq-len", "128",
+        "--max-new-tokens", "32", "--format", "json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    jsonschema.validate(plan, SCHEMA)
+    assert plan["per_core"]["kv_cache_bytes"] == 4 * 2 * 2 * 2 * 160 * 64 * 2
+    assert list(plan["per_core"]["phase_peaks"]) == ["prefill", "decode"]
+    assert plan["per_core"]["categories"]["gradients"] == 0
+
+
+def test_a_config_that_is_not_json_exits_2_naming_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{\n  "model_type": "llama",\n  oops\n}\n')
+    result = _plan(str(tmp_path))
+    assert result.exit_code == 2
+    assert f"neuroncompat plan: {tmp_path / 'config.json'}:3:3: not valid JSON" in result.output
+
+
+@pytest.mark.slow  # a fresh interpreter that imports torch and transformers
+def test_an_input_error_in_json_is_a_json_error_document(tmp_path: Path) -> None:
+    result = run_python(
+        f"from neuroncompat.cli import main; main(['plan', {str(tmp_path / 'missing')!r}, '--format', 'json'])",
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr
+    document = json.loads(result.stdout)
+    assert document["tool"] == "neuroncompat plan" and document["exit_code"] == 2
+    assert document["error"].startswith(f"{tmp_path / 'missing'}: not a directory, not a config.json")
+
+
+def test_a_model_with_no_causal_lm_class_exits_2_naming_the_file(tmp_path: Path) -> None:
+    from transformers import ViTConfig
+
+    ViTConfig().save_pretrained(tmp_path)
+    result = _plan(str(tmp_path))
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'config.json'}: model_type 'vit' has no causal-LM class" in result.output
+
+
+def test_settings_out_of_range_are_refused_by_name() -> None:
+    """The plan's API (the bench and the accuracy test build settings without the command line) checks as the
+    command line does."""
+    from neuroncompat.plan.settings import PlanInputError, PlanSettings
+
+    with pytest.raises(PlanInputError, match="sequence length 0: must be at least 1"):
+        PlanSettings(seq_len=0)
+    with pytest.raises(PlanInputError, match="optimizer 'adafactor': expected one of adamw, sgd"):
+        PlanSettings(optimizer="adafactor")
