@@ -14,8 +14,8 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import code, family_state, on, string_value, with_string_value
-from migrate.rules.device import is_device_side, is_rank
+from migrate.rules.base import family_state, on, string_value, with_string_value
+from migrate.rules.device import is_device_side, is_rank, rank_core
 from migrate.rules.references import bindings, references
 from migrate.rules.retired import retire
 from migrate.rules.todo_catalogue import CUDA_ONLY_BLOCK, CUDA_ONLY_NAMES, CUDA_RUNTIME_MESSAGES
@@ -125,15 +125,7 @@ def cuda_api_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             # the rank's own core under either reading of per-rank visibility (NM106): index 0 where a rank
             # sees only its cores, the rank where it sees all; the index-less "neuron" devices follow it
             ctx.hit("NM106")
-            count = f"{code(ctx.module_ref('torch.neuron'))}.device_count()"
-            modulo = cst.BinaryOperation(
-                left=index,
-                operator=cst.Modulo(
-                    whitespace_before=cst.SimpleWhitespace(" "), whitespace_after=cst.SimpleWhitespace(" ")
-                ),
-                right=cst.parse_expression(count),
-            )
-            node = node.with_changes(args=[node.args[0].with_changes(value=modulo)])
+            node = node.with_changes(args=[node.args[0].with_changes(value=rank_core(index, ctx))])
     return node
 
 

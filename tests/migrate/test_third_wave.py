@@ -1,0 +1,108 @@
+"""Issue #41's codemod classes, on snippets and fixtures written here: each rewrite keeps what the script
+relies on later (a device's index, the branch a device-type flag picks) and leaves a diff a reviewer accepts.
+
+The fixtures' migrations also run under torchrun on 1 and 2 simulated cores (marked slow): each rank reads
+its own stdout from torchrun's per-rank logs (`launch.run_ranks`), never a stdout the ranks share.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from migrate.dispatch import migrate_file
+from migrate.options import Options
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cuda"
+
+
+def migrate(src: str, name: str = "train.py") -> str:
+    """The migrated text, which must parse and be a fixed point."""
+    result = migrate_file(src.encode(), name, Options())
+    assert result.error is None, result.error
+    out = result.new.decode() if result.new is not None else src
+    ast.parse(out)
+    assert migrate_file(out.encode(), name, Options()).new is None, "a second run changed the output"
+    return out
+
+
+def _rank_lines(stdout: str, what: str) -> dict[int, list[str]]:
+    """`rank N <what> ...` lines of each rank's own log, by rank."""
+    found: dict[int, list[str]] = {}
+    for rank, rest in re.findall(rf"^rank (\d+) {what} (.*)$", stdout, re.M):
+        found.setdefault(int(rank), []).append(rest)
+    return found
+
+
+def _run_on_cores(name: str, tmp_path: Path) -> None:
+    """The fixture's migration under torchrun on 1 and 2 simulated cores: every rank trains with finite losses
+    on its own core (the simulator shows a rank all cores, its own current)."""
+    pytest.importorskip("torch", reason="runs the migrated script on the simulator: needs torch")
+    from launch import torchrun
+
+    for nproc in (1, 2):
+        result = torchrun(FIXTURES / f"{name}.expected.py", ["--steps", "3"], tmp_path, nproc=nproc)
+        steps = _rank_lines(result.stdout, "step")
+        assert sorted(steps) == list(range(nproc)), result.stdout[-3000:]
+        for lines in steps.values():
+            assert len(lines) == 3 and all(math.isfinite(float(line.split()[-1])) for line in lines)
+        devices = {
+            rank: lines[-1].split()[-1] for rank, lines in _rank_lines(result.stdout, "(?:device|trained)").items()
+        }
+        assert devices == {rank: f"neuron:{rank}" for rank in range(nproc)}, result.stdout[-3000:]
+
+
+# Class 1: a rewrite that drops a rank index the script reads later ----------------------------------------
+
+READS_INDEX = (
+    "import os\nimport torch\nimport torch.distributed as dist\n\n"
+    'if __name__ == "__main__":\n'
+    '    local_rank = int(os.environ["LOCAL_RANK"])\n'
+    "    {device}\n"
+    "    torch.cuda.set_device(device.index)\n"
+    "    dist.barrier(device_ids=[device.index])\n"
+)
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        'device = torch.device("cuda", local_rank)',
+        'device = torch.device(f"cuda:{local_rank}")',
+        'device = torch.device("cuda:{}".format(local_rank))',
+        'device = torch.device("cuda", index=local_rank)',
+    ],
+)
+def test_a_rank_index_the_script_reads_stays_the_ranks_own_core(device: str):
+    out = migrate(READS_INDEX.format(device=device))
+    keyword = "index=" if "index=" in device else ""
+    assert f'device = torch.device("neuron", {keyword}local_rank % torch.neuron.device_count())' in out
+    assert "torch.neuron.set_device(device.index)" in out and "dist.barrier(device_ids=[device.index])" in out
+
+
+def test_a_rank_index_nobody_reads_is_still_dropped():
+    out = migrate(READS_INDEX.format(device='device = torch.device("cuda", local_rank)').replace(".index", ""))
+    assert 'device = torch.device("neuron")' in out
+
+
+def test_an_index_method_call_is_no_read_of_a_device_index():
+    src = READS_INDEX.format(device='device = torch.device("cuda", local_rank)').split("    torch.cuda.set_device")[0]
+    out = migrate(src + '    print("abc".index("b"), device)\n')
+    assert 'device = torch.device("neuron")' in out
+
+
+def test_the_device_index_fixture_keeps_the_index():
+    out = (FIXTURES / "ddp_device_index.expected.py").read_text()
+    assert 'device = torch.device("neuron", local_rank % torch.neuron.device_count())' in out
+    assert '.to(f"neuron:{device.index}")' in out
+
+
+@pytest.mark.slow
+@pytest.mark.ranks
+def test_the_migrated_device_index_script_runs_on_one_and_two_cores(tmp_path: Path):
+    """Before #41 `device.index` was None: `dist.barrier(device_ids=[None])` raised a TypeError."""
+    _run_on_cores("ddp_device_index", tmp_path)
