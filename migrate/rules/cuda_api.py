@@ -264,6 +264,34 @@ def _cuda(node: cst.SimpleString) -> cst.SimpleString:
     return with_string_value(node, "cuda" + (string_value(node) or "")[len("neuron") :])
 
 
+@dataclass
+class _DeviceFlags:
+    """Flags bound to a device-type test NM103 renamed (`use_cuda = device.type == "cuda"`), and those of them
+    that guard a CUDA-only block, whose test must stay CUDA's (`cuda_only_block`, `keep_device_flags`)."""
+
+    renamed: set[str] = field(default_factory=set)
+    kept: set[str] = field(default_factory=set)
+
+
+def _flag_name(node: cst.Assign) -> str | None:
+    """`use_cuda` of `use_cuda = <a device-type test NM103 renamed>`."""
+    if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
+        return None
+    return node.targets[0].target.value  # type: ignore[attr-defined]
+
+
+@on("Assign")
+def device_flag(node: cst.Assign, ctx: FileContext) -> cst.Assign:
+    """Note `use_cuda = device.type == "cuda"` once NM103 renamed it: a later `if use_cuda:` is a device test."""
+    name = _flag_name(node)
+    if name is not None and ctx.enabled("NM104"):
+        unguard = _Unguard(ctx)
+        node.value.visit(unguard)
+        if unguard.reverted:
+            family_state(ctx, "device-flags", _DeviceFlags).renamed.add(name)
+    return node
+
+
 @on("If")
 def cuda_only_block(node: cst.If, ctx: FileContext) -> cst.If:
     """Never make a CUDA-only call reachable: `if torch.cuda.is_available(): print(torch.cuda.memory_summary())`.
@@ -282,7 +310,9 @@ def cuda_only_block(node: cst.If, ctx: FileContext) -> cst.If:
     # the body of every `if` re-walked each nested block once per enclosing `if`.
     unguard = _Unguard(ctx)
     test = node.test.visit(unguard)
-    if not unguard.reverted:
+    flags = family_state(ctx, "device-flags", _DeviceFlags)
+    guarding = references([node.test]) & flags.renamed if flags.renamed else set()
+    if not unguard.reverted and not guarding:
         return node
     calls = _CudaCalls(ctx)
     node.body.visit(calls)
@@ -292,6 +322,7 @@ def cuda_only_block(node: cst.If, ctx: FileContext) -> cst.If:
     if not calls.found and not needs:
         return node
     kept.names |= own
+    flags.kept |= guarding  # `keep_device_flags` puts their CUDA test back where they are bound
     frame = ctx.frames[-1]
     for rule_id, count in unguard.reverted.items():
         frame.hits[rule_id] -= count
@@ -303,6 +334,46 @@ def cuda_only_block(node: cst.If, ctx: FileContext) -> cst.If:
     elif needs and ctx.enabled("NM903"):
         ctx.todo("NM903", CUDA_ONLY_NAMES.format(names=", ".join(needs)))
     return node.with_changes(test=test)
+
+
+class _KeepFlags(cst.CSTTransformer):
+    """Puts the CUDA test back into the assignments of the flags in `names`, counting what it reverted."""
+
+    def __init__(self, ctx: FileContext, names: set[str]) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.names = names
+        self.reverted: Counter[str] = Counter()
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        if _flag_name(updated) not in self.names:
+            return updated
+        unguard = _Unguard(self.ctx)
+        value = updated.value.visit(unguard)
+        self.reverted.update(unguard.reverted)
+        return updated.with_changes(value=value)  # type: ignore[arg-type]
+
+
+@on("Module")
+def keep_device_flags(node: cst.Module, ctx: FileContext) -> cst.Module:
+    """`use_cuda = device.type == "cuda"` keeps its CUDA test when an `if use_cuda:` guards CUDA-only code.
+
+    NM103 renamed the test where it was bound, before the blocks it guards were read; a block calling
+    `torch.cuda.Event` would then run on Neuron and fail, where the original took its other branch (issue #41).
+    The flag stays CUDA's (False on Neuron, as on any machine without CUDA) and the block has NM903's TODO.
+    """
+    flags = family_state(ctx, "device-flags", _DeviceFlags)
+    if not flags.kept:
+        return node
+    keep = _KeepFlags(ctx, flags.kept)
+    new = node.visit(keep)
+    assert type(new) is cst.Module
+    hits = ctx.frames[0].hits
+    for rule_id, count in keep.reverted.items():
+        hits[rule_id] -= count
+        if hits[rule_id] <= 0:
+            del hits[rule_id]
+    return new
 
 
 @on("Module")

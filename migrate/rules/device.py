@@ -82,7 +82,10 @@ RULES: tuple[Rule, ...] = (
         rationale='Context rule 3: once `device = "cuda"` becomes `"neuron"`, `if device == "cuda"` '
         "would silently flip (nanoGPT turns autocast off, FastChat raises `Invalid device`). "
         "Comparisons whose other side is a device-named value or `<x>.type`/`<x>.device.type` "
-        'are renamed consistently, including `"cuda" in device`.',
+        'are renamed consistently, including `"cuda" in device`. A test that guards CUDA-only code (events, '
+        '`memory_summary`) keeps its CUDA test with NM903\'s TODO, directly (`if device.type == "cuda":`) or '
+        'through a flag (`use_cuda = device.type == "cuda"` then `if use_cuda:`): renamed, Neuron would take the '
+        "CUDA branch and fail where the original took its other one.",
         before='if device == "cuda":\n    dtype = "bfloat16"\npin = "cuda" in device\n',
         after='if device == "neuron":\n    dtype = "bfloat16"\npin = "neuron" in device\n',
     ),

@@ -180,6 +180,7 @@ HOOK_ORDER = {
     "Assign": (
         "settings.assign_settings",
         "device.device_variable",
+        "cuda_api.device_flag",
         "quantization.quantized_kwargs_dict",
         "generate.generate_input_candidates",
         "diffusers_cuda.generator_binding",
@@ -222,6 +223,7 @@ HOOK_ORDER = {
     ),
     "IndentedBlock": ("legacy.prune_block",),
     "Module": (
+        "cuda_api.keep_device_flags",
         "cuda_api.unused_cuda_import",
         "legacy_tensor_types.unused_aliases",
         "precision.unused_functools",

@@ -106,3 +106,42 @@ def test_the_device_index_fixture_keeps_the_index():
 def test_the_migrated_device_index_script_runs_on_one_and_two_cores(tmp_path: Path):
     """Before #41 `device.index` was None: `dist.barrier(device_ids=[None])` raised a TypeError."""
     _run_on_cores("ddp_device_index", tmp_path)
+
+
+# Class 2: a device-type flag that guards CUDA-only code keeps its CUDA test -------------------------------
+
+FLAGGED = (
+    "import time\nimport torch\n\n"
+    'if __name__ == "__main__":\n'
+    '    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+    '    use_cuda = device.type == "cuda"\n'
+    "    if use_cuda:\n"
+    "        {guarded}\n"
+    "    else:\n"
+    "        t0 = time.time()\n"
+)
+
+
+def test_a_flag_guarding_cuda_events_stays_a_cuda_test():
+    out = migrate(FLAGGED.format(guarded="start = torch.cuda.Event(enable_timing=True)"))
+    assert 'use_cuda = device.type == "cuda"\n' in out  # False on Neuron: the time.time() branch runs, as off CUDA
+    assert 'torch.device("neuron" if torch.neuron.is_available() else "cpu")' in out
+    assert "this block calls torch.cuda.Event (no Neuron equivalent), so it stays behind the CUDA check" in out
+
+
+def test_a_flag_guarding_portable_code_follows_the_rename():
+    out = migrate(FLAGGED.format(guarded="torch.cuda.empty_cache()"))
+    assert 'use_cuda = device.type == "neuron"\n' in out and "torch.neuron.empty_cache()" in out
+
+
+def test_an_is_available_flag_guarding_cuda_events_stays_cudas():
+    src = FLAGGED.format(guarded="start = torch.cuda.Event(enable_timing=True)")
+    out = migrate(src.replace('device.type == "cuda"', "torch.cuda.is_available()"))
+    assert "use_cuda = torch.cuda.is_available()\n" in out
+
+
+@pytest.mark.slow
+@pytest.mark.ranks
+def test_the_migrated_timed_script_takes_its_non_cuda_timer_on_one_and_two_cores(tmp_path: Path):
+    """Before #41 `use_cuda` became `device.type == "neuron"` and the migration crashed at `torch.cuda.Event`."""
+    _run_on_cores("ddp_timed_device_type", tmp_path)
