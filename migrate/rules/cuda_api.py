@@ -277,7 +277,7 @@ def _flag_name(node: cst.Assign) -> str | None:
     """`use_cuda` of `use_cuda = <a device-type test NM103 renamed>`."""
     if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
         return None
-    return node.targets[0].target.value  # type: ignore[attr-defined]
+    return node.targets[0].target.value
 
 
 @on("Assign")
@@ -351,7 +351,7 @@ class _KeepFlags(cst.CSTTransformer):
         unguard = _Unguard(self.ctx)
         value = updated.value.visit(unguard)
         self.reverted.update(unguard.reverted)
-        return updated.with_changes(value=value)  # type: ignore[arg-type]
+        return updated.with_changes(value=value)
 
 
 @on("Module")
