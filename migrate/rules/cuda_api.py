@@ -7,6 +7,7 @@ and `import torch as T; T.cuda.synchronize()` are found too. Calls with no Neuro
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -14,11 +15,11 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import family_state, on, string_value, with_string_value
+from migrate.rules.base import code, family_state, method_of, on, positional_args, string_value, with_string_value
 from migrate.rules.device import is_device_side, is_rank, rank_core
 from migrate.rules.references import bindings, references
 from migrate.rules.retired import retire
-from migrate.rules.todo_catalogue import CUDA_ONLY_BLOCK, CUDA_ONLY_NAMES, CUDA_RUNTIME_MESSAGES
+from migrate.rules.todo_catalogue import CUDA_ONLY_BLOCK, CUDA_ONLY_NAMES, CUDA_RUNTIME_MESSAGES, todo
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -35,7 +36,10 @@ RULES: tuple[Rule, ...] = (
         "the dry run's device module has too; the `torch.accelerator` memory functions work on Neuron too "
         "(Neuron 2.34), and the guide says to call `torch.neuron.synchronize()` before reading a statistic. "
         "`mem_get_info` (which `torch.neuron` lacks, transformers "
-        "#47029) and `synchronize` go through the generic `torch.accelerator` API. "
+        "#47029) and `synchronize` go through the generic `torch.accelerator` API, and so does the device-generic "
+        "`getattr(torch, device_type, torch.cuda).mem_get_info()` (or `torch.get_device_module(...)`) where "
+        "`device_type` is the current accelerator's (`torch.accelerator.current_accelerator().type`); another "
+        "device type gets NM935's TODO. "
         "`torch.cuda.OutOfMemoryError` is `torch.OutOfMemoryError`. A bf16 readiness check that also "
         "demands CUDA (`torch.version.cuda and torch.cuda.is_bf16_supported() and dist.is_nccl_available() "
         "and nccl.version() >= (2, 10)`) keeps only its bf16 test: NeuronCores compute in bf16 and need no "
@@ -127,6 +131,65 @@ def cuda_api_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             ctx.hit("NM106")
             node = node.with_changes(args=[node.args[0].with_changes(value=rank_core(index, ctx))])
     return node
+
+
+# `device_type = torch.accelerator.current_accelerator().type` (or `current_accelerator(True)`): the names a
+# file binds to the current accelerator's type; `_memory_module` asks that a name is bound to nothing else.
+_BINDING = r"^[ \t]*{name}[ \t]*(?::[^=\n]*)?=(?!=)([^\n]*)"
+_ACCELERATOR_TYPE = re.compile(r"current_accelerator\([^)]*\)\s*\.\s*type\b")
+
+
+def _is_accelerator_type(node: cst.BaseExpression | None, ctx: FileContext) -> bool:
+    """`torch.accelerator.current_accelerator().type`, no argument at all, or a name the file binds only to that."""
+    if node is None:
+        return True
+    text = code(node).strip()
+    found = _ACCELERATOR_TYPE.search(text)
+    if found is not None and found.end() == len(text):
+        return True
+    if type(node) is not cst.Name:
+        return False
+    values = re.findall(_BINDING.format(name=re.escape(node.value)), ctx.text, re.M)
+    return bool(values) and all(_ACCELERATOR_TYPE.search(value) for value in values)
+
+
+def _memory_module(node: cst.BaseExpression, ctx: FileContext) -> bool | None:
+    """For a device module picked at run time, `getattr(torch, device_type[, torch.cuda])` or
+    `torch.get_device_module(...)`: whether it is the current accelerator's; None for any other expression."""
+    if type(node) is not cst.Call or any(arg.star for arg in node.args):
+        return None
+    positional = positional_args(node)
+    kind: cst.BaseExpression | None
+    if type(node.func) is cst.Name and node.func.value == "getattr" and len(positional) >= 2:
+        if ctx.qualify(positional[0].value) != "torch":
+            return None
+        kind = positional[1].value
+    elif ctx.qualify(node.func) == "torch.get_device_module":
+        kind = positional[0].value if positional else None
+    else:
+        return None
+    return _is_accelerator_type(kind, ctx)
+
+
+@on("Call")
+def device_module_memory_info(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
+    """NM104 for device-generic code: `getattr(torch, device_type, torch.cuda).mem_get_info()`, with `device_type`
+    the current accelerator's, is `torch.accelerator.get_memory_info()` (`torch.neuron` has no `mem_get_info`);
+    a device type the file does not tie to the current accelerator gets NM935's TODO (issue #41)."""
+    if not method_of(node, "mem_get_info") or type(node.func) is not cst.Attribute:
+        return node
+    found = _memory_module(node.func.value, ctx)
+    if found is None:
+        return node
+    if not found or any(arg.star or (arg.keyword and arg.keyword.value != "device") for arg in node.args):
+        todo(ctx, "NM935")
+        return node
+    if not ctx.enabled("NM104"):
+        return node
+    ctx.hit("NM104")
+    args = [arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT) for arg in node.args]
+    function = cst.Attribute(value=ctx.module_ref("torch.accelerator"), attr=cst.Name("get_memory_info"))
+    return node.with_changes(func=function, args=args)
 
 
 # Operands of a bf16-readiness check that only CUDA can pass: `torch.version.cuda` (None elsewhere), NCCL.

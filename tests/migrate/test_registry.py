@@ -152,6 +152,7 @@ RULE_IDS = [
     "NM932",
     "NM933",
     "NM934",
+    "NM935",
 ]
 
 HOOK_ORDER = {
@@ -159,6 +160,7 @@ HOOK_ORDER = {
         "settings.call_settings",
         "device.cuda_method",
         "cuda_api.cuda_api_call",
+        "cuda_api.device_module_memory_info",
         "legacy_tensor_types.legacy_tensor_call",
         "precision.precision_call",
         "attention.use_flash_attention_2",

@@ -145,3 +145,60 @@ def test_an_is_available_flag_guarding_cuda_events_stays_cudas():
 def test_the_migrated_timed_script_takes_its_non_cuda_timer_on_one_and_two_cores(tmp_path: Path):
     """Before #41 `use_cuda` became `device.type == "neuron"` and the migration crashed at `torch.cuda.Event`."""
     _run_on_cores("ddp_timed_device_type", tmp_path)
+
+
+# Class 3: free-memory queries of a device module picked at run time ----------------------------------------
+
+GENERIC = "import torch\n\ndevice_type = torch.accelerator.current_accelerator().type\n\n\ndef free():\n    {call}\n"
+
+
+@pytest.mark.parametrize(
+    "call, after",
+    [
+        ("return getattr(torch, device_type, torch.cuda).mem_get_info()", "torch.accelerator.get_memory_info()"),
+        ("return getattr(torch, device_type).mem_get_info(0)", "torch.accelerator.get_memory_info(0)"),
+        ("return torch.get_device_module().mem_get_info(device=1)", "torch.accelerator.get_memory_info(1)"),
+        (
+            "return torch.get_device_module(torch.accelerator.current_accelerator().type).mem_get_info()",
+            "torch.accelerator.get_memory_info()",
+        ),
+    ],
+)
+def test_the_current_accelerators_module_asks_torch_accelerator(call: str, after: str):
+    out = migrate(GENERIC.format(call=call))
+    assert f"    return {after}\n" in out and "NM935" not in out
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "return getattr(torch, args.device_type, torch.cuda).mem_get_info()",
+        "return torch.get_device_module(name).mem_get_info()",
+    ],
+)
+def test_a_device_type_not_tied_to_the_accelerator_gets_a_todo(call: str):
+    out = migrate(GENERIC.format(call=call))
+    assert "# TODO(neuron-migrate NM935): torch.neuron has no mem_get_info" in out
+    assert call in out
+
+
+def test_a_device_type_bound_to_something_else_too_gets_a_todo():
+    src = GENERIC.format(call="return getattr(torch, device_type).mem_get_info()") + 'device_type = "cuda"\n'
+    assert "NM935" in migrate(src)
+
+
+def test_a_file_whose_only_cuda_token_is_the_generic_query_is_migrated():
+    out = migrate("import torch\n\nfree, total = torch.get_device_module().mem_get_info()\n")
+    assert "free, total = torch.accelerator.get_memory_info()" in out
+
+
+@pytest.mark.slow
+def test_the_migrated_memory_budget_script_runs_on_the_simulator(tmp_path: Path):
+    """Before #41 the migration failed as the original does: `torch.neuron` has no `mem_get_info`."""
+    pytest.importorskip("torch", reason="runs the migrated script on the simulator: needs torch")
+    from fixture_runs import run_script
+
+    out = run_script(FIXTURES / "memory_budget_generic.expected.py", [], tmp_path, on_neuron=True)
+    free, total = map(int, re.search(r"free (\d+) of (\d+) bytes", out).groups())  # type: ignore[union-attr]
+    assert 0 < free <= total
+    assert "batch 64 on neuron:0" in out
