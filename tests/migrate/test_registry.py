@@ -241,6 +241,8 @@ HOOK_ORDER = {
         "attention.xformers_branch",
         "optimum_training.precompilation_branch",
         "xla.repeated_guard",
+        "tidy.emptied_if",
+        "tidy.identical_branches",
     ),
     "Subscript": ("precision.torch_dtype_subscript", "optimum_inference.old_export_values"),
     "For": ("diffusers_cuda.loop_shapes", "xla.move_batches"),

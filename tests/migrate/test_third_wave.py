@@ -202,3 +202,93 @@ def test_the_migrated_memory_budget_script_runs_on_the_simulator(tmp_path: Path)
     free, total = map(int, re.search(r"free (\d+) of (\d+) bytes", out).groups())  # type: ignore[union-attr]
     assert 0 < free <= total
     assert "batch 64 on neuron:0" in out
+
+
+# Class 8: diffs a reviewer would send back ---------------------------------------------------------------
+
+QUANTIZED = (
+    "import torch\nfrom transformers import AutoModelForCausalLM, BitsAndBytesConfig\n\n\n"
+    "def load(args, model_kwargs):\n"
+    "    quantization_config = BitsAndBytesConfig(load_in_4bit=True) if args.q else None\n"
+    "    if quantization_config is not None:\n"
+    "{inside}"
+    '    return AutoModelForCausalLM.from_pretrained("m", **model_kwargs)\n'
+)
+
+
+@pytest.mark.parametrize("comment", ["", "        # the quantized load needs its config\n"])
+def test_an_if_the_migration_emptied_goes(comment: str):
+    out = migrate(
+        QUANTIZED.format(inside=comment + '        model_kwargs["quantization_config"] = quantization_config\n')
+    )
+    assert "if quantization_config is not None" not in out and "pass" not in out
+    assert "the quantized load needs" not in out  # a comment about the removed line goes with it
+
+
+def test_an_empty_if_the_script_had_stays():
+    out = migrate(QUANTIZED.format(inside="        pass\n"))
+    assert "    if quantization_config is not None:\n        pass\n" in out
+
+
+def test_an_emptied_if_whose_test_calls_something_stays():
+    src = QUANTIZED.format(inside='        model_kwargs["quantization_config"] = quantization_config\n')
+    out = migrate(src.replace("if quantization_config is not None:", "if check(quantization_config):"))
+    assert "if check(quantization_config):\n        pass\n" in out
+
+
+OPTIMIZER = (
+    "import bitsandbytes as bnb\nimport torch\n\n\n"
+    "def optimizer_for(model, args):\n"
+    "    if {test}:\n"
+    "        optimizer_class = bnb.optim.AdamW8bit\n"
+    "    else:\n"
+    "        optimizer_class = torch.optim.AdamW\n"
+    "    return optimizer_class(model.parameters())\n"
+)
+
+
+def test_branches_the_migration_made_identical_become_one():
+    out = migrate(OPTIMIZER.format(test="args.use_8bit_adam"))
+    assert "def optimizer_for(model, args):\n    optimizer_class = torch.optim.AdamW\n    return" in out
+    assert "bitsandbytes" not in out
+
+
+def test_identical_branches_behind_a_call_keep_the_call():
+    out = migrate(OPTIMIZER.format(test="use_bnb(args)"))
+    assert "if use_bnb(args):" in out
+
+
+def test_branches_identical_before_the_migration_stay():
+    src = "def f(a):\n    if a.flag:\n        x = 1\n    else:\n        x = 1\n    return x\n"
+    assert migrate("import torch\n" + src + "torch.cuda.empty_cache()\n").count("x = 1") == 2
+
+
+TF32 = (
+    "import torch\nfrom diffusers import DiffusionPipeline\nfrom packaging import version\n\n\n"
+    "def setup():\n"
+    "    {comment}\n"
+    '    if version.parse(torch.__version__) >= version.parse("1.12"):\n'
+    "        torch.backends.cuda.matmul.allow_tf32 = True\n"
+    "{after}"
+    '    return DiffusionPipeline.from_pretrained("p", torch_dtype=torch.float32)\n'
+)
+
+
+def test_a_removed_paragraph_takes_its_comment_and_the_import_only_it_read():
+    out = migrate(TF32.format(comment="# TF32 is faster on Ampere", after="\n"))
+    assert "TF32" not in out and "packaging" not in out
+    assert "def setup():\n    return DiffusionPipeline" in out
+
+
+def test_a_comment_over_a_removed_line_and_kept_code_stays():
+    out = migrate(TF32.format(comment="# Set up the backends and the pipeline", after=""))
+    assert "    # Set up the backends and the pipeline\n    return DiffusionPipeline" in out
+
+
+def test_an_import_the_script_never_used_stays():
+    out = migrate(
+        TF32.format(comment="# TF32", after="\n").replace(
+            "from packaging import version\n", "import os\nfrom packaging import version\n"
+        )
+    )
+    assert "import os\n" in out
