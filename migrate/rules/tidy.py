@@ -4,6 +4,9 @@
   dropped the quantized keyword it set) goes.
 - An `if`/`else` whose branches the migration made identical (`optimizer_cls = torch.optim.AdamW` in both,
   once NM210 replaced the 8-bit optimizer of one) becomes that one branch.
+- A label that names CUDA or a GPU right before a value NM104 now reads from Neuron
+  (`print("CUDA available:", torch.neuron.is_available())`, `f"GPU count: {torch.neuron.device_count()}"`) names
+  Neuron: the output would otherwise say CUDA is available on a Trainium host. Other prose is never touched.
 
 Only what the migration changed is touched: the `if` must hold a rewrite, so an empty or duplicated `if` the
 script had before stays; and a test is dropped only when evaluating it has no effect (names, attributes,
@@ -12,11 +15,13 @@ literals, comparisons and boolean operations of those), so nothing the script di
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import HookResult, code, leading_lines, on
+from migrate.rules.base import HookResult, code, leading_lines, on, string_value, with_string_value
 from migrate.rules.retired import retire_reads
 from migrate.rules.todo_catalogue import flatten
 
@@ -79,3 +84,60 @@ def identical_branches(node: cst.If, ctx: FileContext) -> HookResult:
     retire_reads(ctx, node.test)
     first = body[0].with_changes(leading_lines=[*node.leading_lines, *leading_lines(body[0])])
     return flatten(ctx, [first, *body[1:]])
+
+
+_CUDA_WORDS = re.compile(r"\b(CUDA|[Cc]uda|GPU|[Gg]pu)(s?)\b")
+_NEURON_WORDS = {"CUDA": "Neuron", "Cuda": "Neuron", "cuda": "neuron", "GPU": "NeuronCore", "Gpu": "NeuronCore"}
+
+
+def _relabelled(text: str) -> str:
+    return _CUDA_WORDS.sub(lambda found: _NEURON_WORDS.get(found.group(1), "NeuronCore") + found.group(2), text)
+
+
+class _ReadsNeuron(cst.CSTVisitor):
+    """Whether an expression calls `torch.neuron.*` or `torch.accelerator.*`."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        qualified = self.ctx.qualify(node.func) or ""
+        self.found = self.found or qualified.startswith(("torch.neuron.", "torch.accelerator."))
+        return not self.found
+
+
+def _reads_neuron(node: cst.BaseExpression, ctx: FileContext) -> bool:
+    reads = _ReadsNeuron(ctx)
+    node.visit(reads)
+    return reads.found
+
+
+@on("Call")
+def cuda_label(node: cst.Call, ctx: FileContext) -> cst.Call:
+    """`print("CUDA available:", torch.neuron.is_available())` -> `print("Neuron available:", ...)`, where NM104
+    rewrote the value in this statement."""
+    if not (type(node.func) is cst.Name and node.func.value == "print") or "NM104" not in ctx.frames[-1].hits:
+        return node
+    args = list(node.args)
+    for index, (label, value) in enumerate(zip(args, args[1:])):
+        text = string_value(label.value) if type(label.value) is cst.SimpleString and not label.keyword else None
+        if text is None or value.keyword or not _CUDA_WORDS.search(text) or not _reads_neuron(value.value, ctx):
+            continue
+        args[index] = label.with_changes(value=with_string_value(label.value, _relabelled(text)))  # type: ignore[arg-type]
+    return node if args == list(node.args) else node.with_changes(args=args)
+
+
+@on("FormattedString")
+def cuda_label_in_fstring(node: cst.FormattedString, ctx: FileContext) -> cst.FormattedString:
+    """`f"GPU count: {torch.neuron.device_count()}"` -> `f"NeuronCore count: {...}"`, as `cuda_label`."""
+    if "NM104" not in ctx.frames[-1].hits:
+        return node
+    parts = list(node.parts)
+    for index, (text, value) in enumerate(zip(parts, parts[1:])):
+        if type(text) is not cst.FormattedStringText or type(value) is not cst.FormattedStringExpression:
+            continue
+        if _CUDA_WORDS.search(text.value) and _reads_neuron(value.expression, ctx):
+            parts[index] = text.with_changes(value=_relabelled(text.value))
+    return node if parts == list(node.parts) else node.with_changes(parts=parts)

@@ -177,6 +177,7 @@ HOOK_ORDER = {
         "optimum_diffusion.optimum_diffusion_call",
         "tensor_parallel.tensor_parallel_call",
         "xla.xla_call",
+        "tidy.cuda_label",
         "todo.call_todo",
     ),
     "Assign": (
@@ -247,6 +248,7 @@ HOOK_ORDER = {
     "Subscript": ("precision.torch_dtype_subscript", "optimum_inference.old_export_values"),
     "For": ("diffusers_cuda.loop_shapes", "xla.move_batches"),
     "Import": ("todo.import_todo",),
+    "FormattedString": ("tidy.cuda_label_in_fstring",),
 }
 
 

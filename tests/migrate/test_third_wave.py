@@ -292,3 +292,49 @@ def test_an_import_the_script_never_used_stays():
         )
     )
     assert "import os\n" in out
+
+
+OPTIMUM = (
+    "from optimum.neuron import NeuronTrainer, NeuronTrainingArguments\n\n"
+    "# Build the NeuronTrainingArguments here, not in NeuronTrainerX\n"
+    "args = NeuronTrainingArguments(output_dir='out')  # NeuronTrainingArguments: bf16 by default\n"
+    "trainer = NeuronTrainer(model=model, args=args)\n"
+)
+
+
+def test_comments_naming_a_renamed_optimum_class_name_its_replacement():
+    out = migrate(OPTIMUM)
+    assert "# Build the TrainingArguments here, not in NeuronTrainerX\n" in out  # whole words only
+    assert "args = TrainingArguments(output_dir='out')  # TrainingArguments: bf16 by default\n" in out
+
+
+def test_the_optimum_comments_fixture_names_the_transformers_classes():
+    out = (FIXTURES.parent / "optimum" / "trainer_comments.expected.py").read_text()
+    comments = [line.split("#", 1)[1] for line in out.splitlines() if "#" in line]
+    assert not [c for c in comments if "NeuronTrainer" in c]  # the docstring is prose, and stays
+    assert "# The TrainingArguments come from the command line" in out
+
+
+LABELS = (
+    "import torch\n\n"
+    'print("CUDA available:", torch.cuda.is_available())\n'
+    'print(f"GPU count: {torch.cuda.device_count()}, GPUs busy: {busy}")\n'
+    'print("CUDA available:", have_cuda)\n'
+    'print("Use CUDA_VISIBLE_DEVICES to pick GPUs")\n'
+)
+
+
+def test_a_label_next_to_a_rewritten_value_names_neuron():
+    out = migrate(LABELS).splitlines()
+    assert out[-4] == 'print("Neuron available:", torch.neuron.is_available())'
+    assert out[-3] == 'print(f"NeuronCore count: {torch.neuron.device_count()}, GPUs busy: {busy}")'
+    assert out[-2:] == ['print("CUDA available:", have_cuda)', 'print("Use CUDA_VISIBLE_DEVICES to pick GPUs")']
+
+
+@pytest.mark.slow
+def test_the_migrated_device_report_says_neuron_on_the_simulator(tmp_path: Path):
+    pytest.importorskip("torch", reason="runs the migrated script on the simulator: needs torch")
+    from fixture_runs import run_script
+
+    out = run_script(FIXTURES / "device_report_labels.expected.py", [], tmp_path, on_neuron=True)
+    assert "Neuron available: True" in out and "CUDA available" not in out
