@@ -346,6 +346,9 @@ def _flag_name(node: cst.Assign) -> str | None:
 @on("Assign")
 def device_flag(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """Note `use_cuda = device.type == "cuda"` once NM103 renamed it: a later `if use_cuda:` is a device test."""
+    hits = ctx.frames[-1].hits  # only a test renamed in this statement: most assignments are not read further
+    if not (hits.get("NM103") or hits.get("NM104")):
+        return node
     name = _flag_name(node)
     if name is not None and ctx.enabled("NM104"):
         unguard = _Unguard(ctx)
