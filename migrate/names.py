@@ -41,6 +41,9 @@ class ImportMap:
         # The last node qualified and its answer: the twenty `Call` hooks each ask about the same `node.func` in
         # turn. Holding the node keeps its id from being reused; an import seen in between forgets the answer.
         self._last: tuple[cst.BaseExpression | None, str | None] = (None, None)
+        # Local names bound by `from ... import`: one helper imported for its uses, where `import pkg` may be
+        # there for the package's side effects (what `migrate.rules.removal` retires with a removed use)
+        self.from_imported: set[str] = set()
 
     def add_import(self, node: cst.Import) -> None:
         """`import a.b` binds `a`; `import a.b as c` binds `c` to `a.b`."""
@@ -65,6 +68,7 @@ class ImportMap:
             if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 local = alias.asname.name.value
             self._alias[local] = f"{mod}.{name}"
+            self.from_imported.add(local)
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The qualified name of a Name/Attribute chain, or None when its head is not imported."""

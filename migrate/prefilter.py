@@ -31,7 +31,7 @@ _TOKENS = (
     rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE|"
     rb"\b(?:tp_plan|tp_size|device_mesh|distributed_config)\s*=|NEURON_(?:CC_FLAGS|COMPILE_CACHE_URL|PARALLEL_COMPILE)|"
     rb"CUSTOM_CACHE_REPO|init_device_mesh\(|setup_chat_format|\b(?:ORPO|CPO|GKD|OnlineDPO)(?:Config|Trainer)\b|"
-    rb"MergeModelCallback|DataCollatorForChatML|trl\.commands|\.trust_remote_code\b|\bget_kernel\(|use_kernels|KernelConfig\("
+    rb"MergeModelCallback|DataCollatorForChatML|trl\.commands|\.trust_remote_code\b|\bget_kernel\(|use_kernels|KernelConfig\(|\.mem_get_info\("
 )
 # Tokens only the diffusers rules act on, and they act only in files that import diffusers
 # (`migrate.rules.diffusers_common.is_diffusers_file`): generators given a device variable, attention
@@ -112,6 +112,7 @@ _LITERALS = (
     b"get_kernel(",
     b"use_kernels",
     b"KernelConfig(",
+    b".mem_get_info(",
 )
 _DIFFUSERS_LITERALS = (
     b"Generator(",

@@ -7,6 +7,7 @@ and `import torch as T; T.cuda.synchronize()` are found too. Calls with no Neuro
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -14,11 +15,11 @@ import libcst as cst
 
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import code, family_state, on, string_value, with_string_value
-from migrate.rules.device import is_device_side, is_rank
+from migrate.rules.base import code, family_state, method_of, on, positional_args, string_value, with_string_value
+from migrate.rules.device import is_device_side, is_rank, rank_core
 from migrate.rules.references import bindings, references
 from migrate.rules.retired import retire
-from migrate.rules.todo_catalogue import CUDA_ONLY_BLOCK, CUDA_ONLY_NAMES, CUDA_RUNTIME_MESSAGES
+from migrate.rules.todo_catalogue import CUDA_ONLY_BLOCK, CUDA_ONLY_NAMES, CUDA_RUNTIME_MESSAGES, todo
 
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -35,7 +36,10 @@ RULES: tuple[Rule, ...] = (
         "the dry run's device module has too; the `torch.accelerator` memory functions work on Neuron too "
         "(Neuron 2.34), and the guide says to call `torch.neuron.synchronize()` before reading a statistic. "
         "`mem_get_info` (which `torch.neuron` lacks, transformers "
-        "#47029) and `synchronize` go through the generic `torch.accelerator` API. "
+        "#47029) and `synchronize` go through the generic `torch.accelerator` API, and so does the device-generic "
+        "`getattr(torch, device_type, torch.cuda).mem_get_info()` (or `torch.get_device_module(...)`) where "
+        "`device_type` is the current accelerator's (`torch.accelerator.current_accelerator().type`); another "
+        "device type gets NM935's TODO. "
         "`torch.cuda.OutOfMemoryError` is `torch.OutOfMemoryError`. A bf16 readiness check that also "
         "demands CUDA (`torch.version.cuda and torch.cuda.is_bf16_supported() and dist.is_nccl_available() "
         "and nccl.version() >= (2, 10)`) keeps only its bf16 test: NeuronCores compute in bf16 and need no "
@@ -125,16 +129,67 @@ def cuda_api_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             # the rank's own core under either reading of per-rank visibility (NM106): index 0 where a rank
             # sees only its cores, the rank where it sees all; the index-less "neuron" devices follow it
             ctx.hit("NM106")
-            count = f"{code(ctx.module_ref('torch.neuron'))}.device_count()"
-            modulo = cst.BinaryOperation(
-                left=index,
-                operator=cst.Modulo(
-                    whitespace_before=cst.SimpleWhitespace(" "), whitespace_after=cst.SimpleWhitespace(" ")
-                ),
-                right=cst.parse_expression(count),
-            )
-            node = node.with_changes(args=[node.args[0].with_changes(value=modulo)])
+            node = node.with_changes(args=[node.args[0].with_changes(value=rank_core(index, ctx))])
     return node
+
+
+# `device_type = torch.accelerator.current_accelerator().type` (or `current_accelerator(True)`): the names a
+# file binds to the current accelerator's type; `_memory_module` asks that a name is bound to nothing else.
+_BINDING = r"^[ \t]*{name}[ \t]*(?::[^=\n]*)?=(?!=)([^\n]*)"
+_ACCELERATOR_TYPE = re.compile(r"current_accelerator\([^)]*\)\s*\.\s*type\b")
+
+
+def _is_accelerator_type(node: cst.BaseExpression | None, ctx: FileContext) -> bool:
+    """`torch.accelerator.current_accelerator().type`, no argument at all, or a name the file binds only to that."""
+    if node is None:
+        return True
+    text = code(node).strip()
+    found = _ACCELERATOR_TYPE.search(text)
+    if found is not None and found.end() == len(text):
+        return True
+    if type(node) is not cst.Name:
+        return False
+    values = re.findall(_BINDING.format(name=re.escape(node.value)), ctx.text, re.M)
+    return bool(values) and all(_ACCELERATOR_TYPE.search(value) for value in values)
+
+
+def _memory_module(node: cst.BaseExpression, ctx: FileContext) -> bool | None:
+    """For a device module picked at run time, `getattr(torch, device_type[, torch.cuda])` or
+    `torch.get_device_module(...)`: whether it is the current accelerator's; None for any other expression."""
+    if type(node) is not cst.Call or any(arg.star for arg in node.args):
+        return None
+    positional = positional_args(node)
+    kind: cst.BaseExpression | None
+    if type(node.func) is cst.Name and node.func.value == "getattr" and len(positional) >= 2:
+        if ctx.qualify(positional[0].value) != "torch":
+            return None
+        kind = positional[1].value
+    elif ctx.qualify(node.func) == "torch.get_device_module":
+        kind = positional[0].value if positional else None
+    else:
+        return None
+    return _is_accelerator_type(kind, ctx)
+
+
+@on("Call")
+def device_module_memory_info(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
+    """NM104 for device-generic code: `getattr(torch, device_type, torch.cuda).mem_get_info()`, with `device_type`
+    the current accelerator's, is `torch.accelerator.get_memory_info()` (`torch.neuron` has no `mem_get_info`);
+    a device type the file does not tie to the current accelerator gets NM935's TODO (issue #41)."""
+    if not method_of(node, "mem_get_info") or type(node.func) is not cst.Attribute:
+        return node
+    found = _memory_module(node.func.value, ctx)
+    if found is None:
+        return node
+    if not found or any(arg.star or (arg.keyword and arg.keyword.value != "device") for arg in node.args):
+        todo(ctx, "NM935")
+        return node
+    if not ctx.enabled("NM104"):
+        return node
+    ctx.hit("NM104")
+    args = [arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT) for arg in node.args]
+    function = cst.Attribute(value=ctx.module_ref("torch.accelerator"), attr=cst.Name("get_memory_info"))
+    return node.with_changes(func=function, args=args)
 
 
 # Operands of a bf16-readiness check that only CUDA can pass: `torch.version.cuda` (None elsewhere), NCCL.
@@ -272,6 +327,37 @@ def _cuda(node: cst.SimpleString) -> cst.SimpleString:
     return with_string_value(node, "cuda" + (string_value(node) or "")[len("neuron") :])
 
 
+@dataclass
+class _DeviceFlags:
+    """Flags bound to a device-type test NM103 renamed (`use_cuda = device.type == "cuda"`), and those of them
+    that guard a CUDA-only block, whose test must stay CUDA's (`cuda_only_block`, `keep_device_flags`)."""
+
+    renamed: set[str] = field(default_factory=set)
+    kept: set[str] = field(default_factory=set)
+
+
+def _flag_name(node: cst.Assign) -> str | None:
+    """`use_cuda` of `use_cuda = <a device-type test NM103 renamed>`."""
+    if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
+        return None
+    return node.targets[0].target.value
+
+
+@on("Assign")
+def device_flag(node: cst.Assign, ctx: FileContext) -> cst.Assign:
+    """Note `use_cuda = device.type == "cuda"` once NM103 renamed it: a later `if use_cuda:` is a device test."""
+    hits = ctx.frames[-1].hits  # only a test renamed in this statement: most assignments are not read further
+    if not (hits.get("NM103") or hits.get("NM104")):
+        return node
+    name = _flag_name(node)
+    if name is not None and ctx.enabled("NM104"):
+        unguard = _Unguard(ctx)
+        node.value.visit(unguard)
+        if unguard.reverted:
+            family_state(ctx, "device-flags", _DeviceFlags).renamed.add(name)
+    return node
+
+
 @on("If")
 def cuda_only_block(node: cst.If, ctx: FileContext) -> cst.If:
     """Never make a CUDA-only call reachable: `if torch.cuda.is_available(): print(torch.cuda.memory_summary())`.
@@ -290,7 +376,9 @@ def cuda_only_block(node: cst.If, ctx: FileContext) -> cst.If:
     # the body of every `if` re-walked each nested block once per enclosing `if`.
     unguard = _Unguard(ctx)
     test = node.test.visit(unguard)
-    if not unguard.reverted:
+    flags = family_state(ctx, "device-flags", _DeviceFlags)
+    guarding = references([node.test]) & flags.renamed if flags.renamed else set()
+    if not unguard.reverted and not guarding:
         return node
     calls = _CudaCalls(ctx)
     node.body.visit(calls)
@@ -300,6 +388,7 @@ def cuda_only_block(node: cst.If, ctx: FileContext) -> cst.If:
     if not calls.found and not needs:
         return node
     kept.names |= own
+    flags.kept |= guarding  # `keep_device_flags` puts their CUDA test back where they are bound
     frame = ctx.frames[-1]
     for rule_id, count in unguard.reverted.items():
         frame.hits[rule_id] -= count
@@ -311,6 +400,46 @@ def cuda_only_block(node: cst.If, ctx: FileContext) -> cst.If:
     elif needs and ctx.enabled("NM903"):
         ctx.todo("NM903", CUDA_ONLY_NAMES.format(names=", ".join(needs)))
     return node.with_changes(test=test)
+
+
+class _KeepFlags(cst.CSTTransformer):
+    """Puts the CUDA test back into the assignments of the flags in `names`, counting what it reverted."""
+
+    def __init__(self, ctx: FileContext, names: set[str]) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.names = names
+        self.reverted: Counter[str] = Counter()
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        if _flag_name(updated) not in self.names:
+            return updated
+        unguard = _Unguard(self.ctx)
+        value = updated.value.visit(unguard)
+        self.reverted.update(unguard.reverted)
+        return updated.with_changes(value=value)
+
+
+@on("Module")
+def keep_device_flags(node: cst.Module, ctx: FileContext) -> cst.Module:
+    """`use_cuda = device.type == "cuda"` keeps its CUDA test when an `if use_cuda:` guards CUDA-only code.
+
+    NM103 renamed the test where it was bound, before the blocks it guards were read; a block calling
+    `torch.cuda.Event` would then run on Neuron and fail, where the original took its other branch (issue #41).
+    The flag stays CUDA's (False on Neuron, as on any machine without CUDA) and the block has NM903's TODO.
+    """
+    flags = family_state(ctx, "device-flags", _DeviceFlags)
+    if not flags.kept:
+        return node
+    keep = _KeepFlags(ctx, flags.kept)
+    new = node.visit(keep)
+    assert type(new) is cst.Module
+    hits = ctx.frames[0].hits
+    for rule_id, count in keep.reverted.items():
+        hits[rule_id] -= count
+        if hits[rule_id] <= 0:
+            del hits[rule_id]
+    return new
 
 
 @on("Module")

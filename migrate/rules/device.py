@@ -20,6 +20,7 @@ from migrate.rules.base import (
     add_kwarg,
     argument,
     callee_name,
+    code,
     has_star_kwargs,
     kwarg,
     last_name,
@@ -64,7 +65,10 @@ RULES: tuple[Rule, ...] = (
         '`torch.Generator(device="cuda")` becomes a CPU generator, which diffusers and samplers accept. '
         'A rank as the index (`f"cuda:{local_rank}"`, `torch.device("cuda", rank)`) is dropped: the '
         'index-less `"neuron"` is each rank\'s own core under either reading of per-rank visibility '
-        '(NM101); a literal index stays. `f"cuda"` is a device string too.',
+        "(NM101); a literal index stays. Where the file reads a device's `.index` (`dist.barrier(device_ids="
+        "[device.index])`, `set_device(device.index)`), which the index-less device has as None, a rank index in "
+        '`torch.device(...)` stays the rank\'s own core: `torch.device("neuron", rank % torch.neuron.device_count())`, '
+        'as NM106 sets the device. `f"cuda"` is a device string too.',
         before='import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\n'
         'x = torch.zeros(4, device="cuda:0")\n',
         after='import torch\ndevice = "neuron" if torch.cuda.is_available() else "cpu"\n'
@@ -78,7 +82,10 @@ RULES: tuple[Rule, ...] = (
         rationale='Context rule 3: once `device = "cuda"` becomes `"neuron"`, `if device == "cuda"` '
         "would silently flip (nanoGPT turns autocast off, FastChat raises `Invalid device`). "
         "Comparisons whose other side is a device-named value or `<x>.type`/`<x>.device.type` "
-        'are renamed consistently, including `"cuda" in device`.',
+        'are renamed consistently, including `"cuda" in device`. A test that guards CUDA-only code (events, '
+        '`memory_summary`) keeps its CUDA test with NM903\'s TODO, directly (`if device.type == "cuda":`) or '
+        'through a flag (`use_cuda = device.type == "cuda"` then `if use_cuda:`): renamed, Neuron would take the '
+        "CUDA branch and fail where the original took its other one.",
         before='if device == "cuda":\n    dtype = "bfloat16"\npin = "cuda" in device\n',
         after='if device == "neuron":\n    dtype = "bfloat16"\npin = "neuron" in device\n',
     ),
@@ -208,6 +215,45 @@ def device_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpres
             renamed = with_string_value(template, "neuron" + text[4:])
             return node.with_changes(func=node.func.with_changes(value=renamed))
     return None
+
+
+def _string_rank(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The rank in `f"cuda:{local_rank}"` or `"cuda:{}".format(args.gpu)`, the index `device_literal` drops."""
+    if type(node) is cst.FormattedString and len(node.parts) == 2 and _rank_part(node.parts[1]):
+        first = node.parts[0]
+        if type(first) is cst.FormattedStringText and first.value == "cuda:":
+            return node.parts[1].expression  # type: ignore[attr-defined]
+    if type(node) is cst.Call and method_of(node, "format") and type(node.func) is cst.Attribute:
+        positional = positional_args(node)
+        if string_value(node.func.value) == "cuda:{}" and len(node.args) == 1 and positional:
+            return positional[0].value if is_rank(positional[0].value) else None
+    return None
+
+
+# `device.index`, `self.device.index`: a read of a device's index (`str.index(...)`, a call, is no such read).
+_INDEX_READ = re.compile(r"(?<![\w.])((?:\w+\.)?\w+)\.index\b(?!\s*\()")
+
+
+def reads_device_index(ctx: FileContext) -> bool:
+    """Whether the file reads the index of a device value (`dist.barrier(device_ids=[device.index])`).
+
+    Such a file needs the index a rank-indexed `torch.device("cuda", rank)` carried: the index-less device has
+    `index` None, and `barrier`/`set_device`/DDP given `[None]` fail (issue #41).
+    """
+    found = ctx.family_state.get("reads-device-index")
+    if found is None:
+        names = (match.rpartition(".")[2] for match in _INDEX_READ.findall(ctx.text))
+        found = any(_DEVICE_VALUE_NAMES.fullmatch(name) for name in names)
+        ctx.family_state["reads-device-index"] = found
+    return bool(found)
+
+
+def rank_core(index: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression:
+    """`index % torch.neuron.device_count()`: a rank's own core as an index, under either reading of per-rank
+    visibility (0 where a rank sees only its cores, the rank where it sees all), as NM106 sets the device."""
+    count = f"{code(ctx.module_ref('torch.neuron'))}.device_count()"
+    spaced = {"whitespace_before": cst.SimpleWhitespace(" "), "whitespace_after": cst.SimpleWhitespace(" ")}
+    return cst.BinaryOperation(left=index, operator=cst.Modulo(**spaced), right=cst.parse_expression(count))
 
 
 def _rank_part(part: cst.BaseFormattedStringContent) -> bool:
@@ -402,9 +448,18 @@ def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             if new is not None:
                 ctx.hit("NM102")
                 node = replace_arg(node, arg, arg.with_changes(value=new))
-                rank = argument(node, 1, "index") if not method_of(node, "to") else None
+                if method_of(node, "to"):
+                    return node
+                rank = argument(node, 1, "index")
                 if rank is not None and is_rank(rank.value):  # `torch.device("cuda", local_rank)`
-                    node = remove_arg(node, rank)
+                    if reads_device_index(ctx):
+                        return replace_arg(node, rank, rank.with_changes(value=rank_core(rank.value, ctx)))
+                    return remove_arg(node, rank)
+                dropped = _string_rank(value)  # `torch.device(f"cuda:{local_rank}")`
+                if rank is None and dropped is not None and reads_device_index(ctx):
+                    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+                    moved = node.args[0].with_changes(comma=comma)
+                    return node.with_changes(args=[moved, cst.Arg(rank_core(dropped, ctx)), *node.args[1:]])
                 return node
         if method_of(node, "to") and ctx.enabled("NM106"):
             if type(value) is cst.Integer:

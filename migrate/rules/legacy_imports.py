@@ -11,6 +11,7 @@ written by `migrate.imports`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import libcst as cst
@@ -18,6 +19,7 @@ import libcst as cst
 from migrate.context import FileContext
 from migrate.flow import Candidate
 from migrate.imports import LINE_LENGTH, add_from_imports, add_names, alias_local, alias_name, from_line
+from migrate.markers import TODO_PREFIX, find_skip
 from migrate.names import dotted
 from migrate.rules.base import code
 from migrate.rules.legacy_names import MENTION, import_rule, is_legacy, resolve, skipped
@@ -90,6 +92,7 @@ class _Rewrite(cst.CSTTransformer):
         super().__init__()
         self.ctx = ctx
         self.renames = bindings.renames
+        self.renamed_words: re.Pattern[str] | None = None  # the renamed names as words, for comments
         self.existing = bindings.existing
         self.used = used
         self.candidates = candidates
@@ -175,6 +178,19 @@ class _Rewrite(cst.CSTTransformer):
         if new is None or id(original) in self.skip:
             return updated
         return updated.with_changes(value=new)
+
+    def leave_Comment(self, original: cst.Comment, updated: cst.Comment) -> cst.Comment:
+        """`# NeuronTrainingArguments holds the compile flags` names the class the script now uses (issue #41):
+        a comment naming a renamed class would send a reviewer looking for code that is gone. The tool's own
+        TODOs and skip markers are left as they are."""
+        text = updated.value
+        if not self.renames or text.startswith(TODO_PREFIX) or find_skip(text) is not None:
+            return updated
+        if self.renamed_words is None:
+            words = "|".join(map(re.escape, sorted(self.renames, key=len, reverse=True)))
+            self.renamed_words = re.compile(rf"\b({words})\b")
+        new = self.renamed_words.sub(lambda found: self.renames[found.group(1)], text)
+        return updated if new == text else updated.with_changes(value=new)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         result = super().on_leave(original_node, updated_node)

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.context import FileContext
+from migrate.markers import TODO_PREFIX
 from migrate.rules.base import family_state, leading_lines
 from migrate.rules.legacy_names import skipped
 from migrate.rules.references import references
+from migrate.rules.retired import retire
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ def prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.BaseS
         return None
     out: list[cst.BaseStatement] = []
     carried: list[cst.EmptyLine] = []
+    attached: list[cst.EmptyLine] = []  # the comments directly above the statements of the run removed last
     for index, (stmt, mark) in enumerate(zip(body, marks)):
         if mark is not None and mark.binds is not None:
             others = [s for i, s in enumerate(body) if i != index]
@@ -78,14 +81,21 @@ def prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.BaseS
                 mark = None  # still read later: keep the assignment
         if mark is None:
             if carried:
-                stmt = stmt.with_changes(leading_lines=_joined(carried, leading_lines(stmt)))
+                own = leading_lines(stmt)
+                if own and own[0].comment is None:  # a blank line: the removed run was a paragraph of its own
+                    carried = _without(carried, attached)
+                stmt = stmt.with_changes(leading_lines=_joined(carried, own))
                 carried = []
+            attached = []
             if not out and index:  # the statements above it all went: no blank line opens the block
                 stmt = stmt.with_changes(leading_lines=_without_leading_blanks(leading_lines(stmt)))
             out.append(stmt)
             continue
         ctx.hit(mark.rule_id)
+        stmt.visit(_FromImportedReads(ctx))
         carried.extend(leading_lines(stmt))
+        attached.extend(_attached(leading_lines(stmt)))
+    carried = _without(carried, attached)  # the removed run ends the block
     if carried and any(line.comment is not None for line in carried):
         out.append(cst.SimpleStatementLine([cst.Pass()], leading_lines=carried))
     if not out:
@@ -94,6 +104,38 @@ def prune(body: Sequence[cst.BaseStatement], ctx: FileContext) -> list[cst.BaseS
         state.emptied[id(empty)] = (empty, next(m.rule_id for m in marks if m is not None))
         out.append(empty)
     return out
+
+
+class _FromImportedReads(cst.CSTVisitor):
+    """Retires the `from`-imported names a removed statement reads: `from packaging import version` goes once
+    the removed `if version.parse(torch.__version__) >= ...:` was its last use (`migrate.rules.retired`). A whole
+    module's `import torch` stays: it may be there for what importing it does."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.ctx.imports.from_imported:
+            qualified = self.ctx.qualify(node)
+            if qualified is not None:
+                retire(self.ctx, qualified)
+
+
+def _attached(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """The comment lines right above a statement, with no blank line between: they are about it, and go with
+    it where the statements they stood above were a paragraph of their own (a `# Enable TF32 on Ampere GPUs`
+    above a removed `allow_tf32`). A TODO an earlier run left moves on, as other comments do."""
+    found: list[cst.EmptyLine] = []
+    for line in reversed(lines):
+        if line.comment is None or line.comment.value.startswith(TODO_PREFIX):
+            break
+        found.append(line)
+    return found
+
+
+def _without(lines: list[cst.EmptyLine], dropped: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    return [line for line in lines if not any(line is gone for gone in dropped)]
 
 
 def _joined(carried: Sequence[cst.EmptyLine], own: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:

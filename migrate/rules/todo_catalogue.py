@@ -542,6 +542,25 @@ CATALOGUE: tuple[Todo, ...] = (
         after="from optimum.neuron import NeuronStableDiffusionPipeline\n{t}"
         'pipe = NeuronStableDiffusionPipeline.from_pretrained("sd_neuron/", data_parallel_mode="unet")\n',
     ),
+    Todo(
+        id="NM935",
+        name="device-module-memory-info",
+        title="`mem_get_info()` of a device module picked at run time",
+        why=(
+            "Device-generic code asks the module of a device type for free memory: `getattr(torch, device_type, "
+            "torch.cuda).mem_get_info()`, `torch.get_device_module(name).mem_get_info()`. TorchNeuron's "
+            "`torch.neuron` has no `mem_get_info` (transformers #47029), so on Neuron the call fails. Where the "
+            "type is the current accelerator's (`torch.accelerator.current_accelerator().type`, or no argument), "
+            "NM104 rewrites it to `torch.accelerator.get_memory_info()`, the same `(free, total)`; for any other "
+            "expression the codemod cannot tell which module it names, and leaves this TODO."
+        ),
+        message=(
+            "torch.neuron has no mem_get_info: if this device type is the current accelerator's, call "
+            "torch.accelerator.get_memory_info() (the same (free, total)); otherwise keep this call off Neuron"
+        ),
+        before="import torch\nfree, total = getattr(torch, args.device_type).mem_get_info()\n",
+        after="import torch\n{t}free, total = getattr(torch, args.device_type).mem_get_info()\n",
+    ),
 )
 
 # NM917 on an Optimum inference load that split the model over `num_cores`/`tensor_parallel_size` cores.

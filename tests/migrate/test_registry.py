@@ -152,6 +152,7 @@ RULE_IDS = [
     "NM932",
     "NM933",
     "NM934",
+    "NM935",
 ]
 
 HOOK_ORDER = {
@@ -159,6 +160,7 @@ HOOK_ORDER = {
         "settings.call_settings",
         "device.cuda_method",
         "cuda_api.cuda_api_call",
+        "cuda_api.device_module_memory_info",
         "legacy_tensor_types.legacy_tensor_call",
         "precision.precision_call",
         "attention.use_flash_attention_2",
@@ -175,11 +177,13 @@ HOOK_ORDER = {
         "optimum_diffusion.optimum_diffusion_call",
         "tensor_parallel.tensor_parallel_call",
         "xla.xla_call",
+        "tidy.cuda_label",
         "todo.call_todo",
     ),
     "Assign": (
         "settings.assign_settings",
         "device.device_variable",
+        "cuda_api.device_flag",
         "quantization.quantized_kwargs_dict",
         "generate.generate_input_candidates",
         "diffusers_cuda.generator_binding",
@@ -222,6 +226,7 @@ HOOK_ORDER = {
     ),
     "IndentedBlock": ("legacy.prune_block",),
     "Module": (
+        "cuda_api.keep_device_flags",
         "cuda_api.unused_cuda_import",
         "legacy_tensor_types.unused_aliases",
         "precision.unused_functools",
@@ -237,10 +242,13 @@ HOOK_ORDER = {
         "attention.xformers_branch",
         "optimum_training.precompilation_branch",
         "xla.repeated_guard",
+        "tidy.emptied_if",
+        "tidy.identical_branches",
     ),
     "Subscript": ("precision.torch_dtype_subscript", "optimum_inference.old_export_values"),
     "For": ("diffusers_cuda.loop_shapes", "xla.move_batches"),
     "Import": ("todo.import_todo",),
+    "FormattedString": ("tidy.cuda_label_in_fstring",),
 }
 
 
