@@ -115,8 +115,13 @@ def _reset_library_state() -> None:
 def _simulated(cores: int) -> Iterator[ModuleType]:
     """The simulated device with ``cores`` cores, on for the block, with what libraries cache about it reset."""
     _require_simulator_stack()
+    import neuroncompat
     from neuroncompat import simulator
 
+    # The device without the shim: importing neuroncompat started the shim off Neuron, and enabling the device
+    # would start its patches (as it does for a user who imports neuroncompat first); a test that wants them
+    # applies them (the `shim` fixture).
+    neuroncompat.revert()
     _reset_library_state()
     simulator.enable(cores=cores)
     simulator.reset_compiles()
