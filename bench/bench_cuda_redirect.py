@@ -181,7 +181,7 @@ def main() -> None:
 
     simulator.enable(cores=2)
     with tempfile.TemporaryDirectory() as root:
-        steps = make_steps(build_model_dir(root))
+        steps = make_steps(build_model_dir(root, "tiny"))
         for _ in range(args.warmup):
             set_redirect(True)
             steps["redirect"]()

@@ -7,7 +7,7 @@ step; this checks that their side effects (a wrapped ``torch.compile``, post-imp
 How: one process, simulator on (2 cores), the tiny qwen3 model of ``bench_simulator_step.py``
 (2 layers, hidden 64, batch 4 x 64, fp32, AdamW) on ``neuron:0``. ``import neuroncompat``
 already ran ``apply()`` before the device existed, so it patched nothing (``is_active()`` is
-False): that is the "off" state. "on" is ``neuroncompat.apply()`` with the device enabled, and
+False), and it is reverted before the device is enabled (which would start it): that is the "off" state. "on" is ``neuroncompat.apply()`` with the device enabled, and
 ``neuroncompat.revert()`` returns to "off". After ``--warmup`` untimed steps the states alternate
 in blocks of ``--block`` steps in the order off, on, on, off, ... (ABBA), so warmup drift and load
 from other processes fall on both alike; each state gets ``--steps`` timed steps and the figure is
@@ -76,9 +76,10 @@ def main() -> None:
 
     if shim.is_active():
         raise AssertionError("import neuroncompat patched something before the device existed")
+    neuroncompat.revert()  # "off": enable() would start the shim imported above
     simulator.enable(cores=2)
     with tempfile.TemporaryDirectory() as root:
-        step, _, _ = make_step(build_model_dir(root), "neuron", bf16=False)
+        step, _, _ = make_step(build_model_dir(root, "tiny"), "neuron", bf16=False, foreach=None)
         for _ in range(args.warmup):
             step()
         set_shim(True)

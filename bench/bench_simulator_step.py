@@ -188,8 +188,10 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
+    import neuroncompat
     from neuroncompat import simulator
 
+    neuroncompat.revert()  # the device without the shim's patches (enable() starts a shim imported before it)
     simulator.enable(cores=2)
     sizes = list(SIZES) if args.size == "both" else [args.size]
     with tempfile.TemporaryDirectory() as root:

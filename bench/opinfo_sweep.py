@@ -312,8 +312,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print every result as JSON")
     args = parser.parse_args()
 
+    import neuroncompat
     from neuroncompat import simulator
 
+    neuroncompat.revert()  # the device without the shim's patches (enable() starts a shim imported before it)
     simulator.enable(cores=2)
     dtypes = [getattr(torch, d) for d in args.dtypes.split(",")]
     start = time.perf_counter()
