@@ -24,8 +24,9 @@ from migrate.markers import SKIP_FILE, without_todos
 from migrate.names import ImportMap
 from migrate.options import Options
 from migrate.parser_limits import cpython_tree
-from migrate.prefilter import docstring_lines, may_need_migration
+from migrate.prefilter import code_lines, docstring_lines, may_need_migration
 from migrate.results import FileResult, Finding, Rewrite, TextChange, find_todos
+from migrate.rule_families import ALL, active_families, rules_off
 from migrate.statement_lines import statement_lines
 from migrate.transform import MigrationTransformer
 
@@ -90,11 +91,11 @@ def _not_converging(path: str, detail: str) -> FileResult:
 
 
 def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = False) -> FileResult:
-    """One pass: parse, traverse with every rule, add imports, verify the output parses.
+    """One pass: parse, traverse with the file's rule families, add imports, verify the output parses.
 
     `compiled`: `data` is a previous pass's output, which CPython's parser already accepted (the
     check below), so it needs no nesting check (`cpython_tree` compiles the same bytes and can only
-    refuse bytes that do not compile).
+    refuse bytes that do not compile); its docstring lines come from that check (`_verified_prose`).
     """
     if SKIP_FILE.search(data):
         return FileResult(path, "skipped")
@@ -106,11 +107,17 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
     tree, refused = (None, None) if compiled else cpython_tree(data, path)
     if refused is not None:
         return FileResult(path, "error", error=refused[0], error_line=refused[1])
-    if rules_may_apply and options.prefilter and tree is not None:
-        rules_may_apply = may_need_migration(data, docstring_lines(tree))
-        if not rules_may_apply and not (options.shim and _may_want_shim(data)):
-            return FileResult(path, "unchanged")
+    prose: set[int] = set()
+    if rules_may_apply and options.prefilter:
+        prose = _verified_prose(data) if compiled else docstring_lines(tree) if tree is not None else set()
+    if prose:
+        rules_may_apply = may_need_migration(data, prose)
     tree = None  # not kept alive beside libcst's tree (on a 50,000-line file, hundreds of MiB)
+    # the families whose tokens the file's code holds (every one without the prefilter): only those are imported and run
+    families = (active_families(code_lines(data, prose)) if options.prefilter else ALL) if rules_may_apply else ()
+    if not families and not (options.shim and _may_want_shim(data)):
+        return FileResult(path, "unchanged")
+    rules_may_apply = bool(families)
     try:
         module = cst.parse_module(data)
     except cst.ParserSyntaxError as exc:
@@ -127,8 +134,9 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
         selection=options.selection,
         text=user_text,
         neuron_kernels=dict(options.neuron_kernels),
+        off_rules=rules_off(families),
     )
-    transformer = MigrationTransformer(ctx, track_generate=".generate(" in text)
+    transformer = MigrationTransformer(ctx, track_generate=".generate(" in text, families=families)
     if rules_may_apply:
         new_module = module.visit(transformer)
         assert type(new_module) is cst.Module
@@ -145,7 +153,7 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
     if new_bytes == data:
         return FileResult(path, "unchanged", todos=find_todos(text))
     try:
-        compile(new_bytes, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        verified = compile(new_bytes, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except Exception as exc:  # noqa: BLE001  (any failure here is our bug, not the user's)
         return FileResult(
             path,
@@ -153,6 +161,9 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
             error=f"{path}: internal error: the migrated output does not parse ({exc}); "
             "file left unchanged, please report this",
         )
+    if options.prefilter:
+        assert isinstance(verified, ast.Module)
+        _VERIFIED[:] = [(new_bytes, docstring_lines(verified))]
     new_text = new_bytes.decode(new_module.encoding, errors="replace")
     return FileResult(
         path,
@@ -164,6 +175,20 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
         warnings=[Finding(rule_id, message) for rule_id, message in root.warnings],
         changes=[TextChange(text, new_text)],
     )
+
+
+# The docstring lines of the last output a pass verified: `compile` built CPython's tree of it anyway, and the pass
+# that confirms that output's fixed point reads them, so a token in a docstring sends no output back through libcst
+# (as it sends no input), without a second CPython parse of the same bytes.
+_VERIFIED: list[tuple[bytes, set[int]]] = []
+
+
+def _verified_prose(data: bytes) -> set[int]:
+    """The docstring lines of `data`, a previous pass's output: remembered from its verification, else parsed."""
+    if _VERIFIED and _VERIFIED[0][0] is data:
+        return _VERIFIED.pop()[1]
+    tree = cpython_tree(data, "<output>")[0]
+    return docstring_lines(tree) if tree is not None else set()
 
 
 def _rewrites(module: cst.Module, hits: dict[str, int], sites: list[tuple[str, cst.CSTNode]]) -> list[Rewrite]:

@@ -65,6 +65,39 @@ def test_checking_one_file_imports_no_pool_writer_config_parser_or_other_format(
     assert modules.isdisjoint(LAZY), f"a one-file check imported {sorted(modules & set(LAZY))}"
 
 
+# rule families a CUDA script's tokens do not switch on (migrate.rule_families): their modules stay unimported
+OTHER_FAMILIES = (
+    "migrate.rules.optimum_training",
+    "migrate.rules.optimum_inference",
+    "migrate.rules.optimum_diffusion",
+    "migrate.rules.legacy",
+    "migrate.rules.xla",
+    "migrate.rules.diffusers_cuda",
+    "migrate.rules.drift",
+    "migrate.rules.trl_moved",
+    "migrate.rules.tensor_parallel",
+    "migrate.rules.compile_env",
+    "migrate.rules.hub_kernels",
+    "migrate.rules.attention",
+    "migrate.rules.quantization",
+    "migrate.rules.legacy_tensor_types",
+    "migrate.configs.catalog",
+)
+
+
+def test_checking_a_cuda_script_imports_only_its_rule_families(project: Path):
+    modules = imported_by(project, "--check", "train.py")
+    assert {"migrate.rules.device", "migrate.rules.settings"} <= modules  # the families that rewrite it
+    assert modules.isdisjoint(OTHER_FAMILIES), f"a CUDA script imported {sorted(modules & set(OTHER_FAMILIES))}"
+
+
+def test_a_script_of_another_kind_imports_its_families(project: Path):
+    (project / "train.py").write_text("from optimum.neuron import NeuronTrainer\n\ntrainer = NeuronTrainer(model=m)\n")
+    modules = imported_by(project, "--check", "train.py")
+    assert {"migrate.rules.optimum_training", "migrate.rules.legacy"} <= modules
+    assert "migrate.rules.device" not in modules
+
+
 def test_the_modules_are_imported_when_the_run_needs_them(project: Path):
     (project / "pyproject.toml").write_text("[tool.neuron-migrate]\nshim = false\n")
     modules = imported_by(project, "--write", "--format", "json", "train.py")
