@@ -121,6 +121,18 @@ def test_the_table_is_read_however_toml_spells_it(tmp_path: Path, spelling: str)
     assert config.load(tmp_path).values == {"shim": False}
 
 
+def test_a_comment_naming_the_table_is_no_table(tmp_path: Path):
+    """This project's own pyproject.toml explains `[tool.neuron-migrate]` in a comment: no reason to load tomllib."""
+    (tmp_path / "pyproject.toml").write_text(
+        "[project]\ndependencies = [\n  # tomli: [tool.neuron-migrate] on 3.10\n]\n"
+    )
+    (tmp_path / "train.py").write_text(CUDA_SCRIPT)
+    assert "tomllib" not in imported_by(tmp_path, "--check", "train.py")
+    (tmp_path / "pyproject.toml").write_text("# settings\n[[tool.neuron-migrate.x]]\nshim = false\n")
+    with pytest.raises(config.ConfigError, match="unknown key"):  # a table still read, however it is spelt
+        config.load(tmp_path)
+
+
 def test_a_script_entry_named_neuron_migrate_is_no_table(tmp_path: Path):
     (tmp_path / "pyproject.toml").write_text('[project.scripts]\nneuron-migrate = "migrate.cli:main"\n[tool.ruff]\n')
     assert config.load(tmp_path).values == {}
