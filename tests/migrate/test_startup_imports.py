@@ -40,6 +40,7 @@ LAZY = (
     "migrate.formats.sarif",
     "migrate.formats.markdown",
     "migrate.formats.github",
+    "neuroncompat_report.model",  # the shared report model: only the json, sarif, github and markdown formats
 )
 CUDA_SCRIPT = 'import torch\n\nmodel = torch.nn.Linear(2, 2).to("cuda")\n'
 
@@ -136,3 +137,16 @@ def test_a_comment_naming_the_table_is_no_table(tmp_path: Path):
 def test_a_script_entry_named_neuron_migrate_is_no_table(tmp_path: Path):
     (tmp_path / "pyproject.toml").write_text('[project.scripts]\nneuron-migrate = "migrate.cli:main"\n[tool.ruff]\n')
     assert config.load(tmp_path).values == {}
+
+
+def test_an_option_error_in_the_github_format_is_still_an_annotation(project: Path):
+    """The GitHub writer is imported only for that format's error document: it is still written."""
+    found = subprocess.run(
+        [sys.executable, "-m", "migrate", "--format", "github", "--jobs", "0", "train.py"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 2
+    assert found.stdout.startswith("::error title=neuron-migrate::Invalid value for '--jobs'")
