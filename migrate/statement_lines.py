@@ -5,7 +5,7 @@ rendering it; the reports need the line of a few statements. This renders the mo
 state that counts newlines only when it reaches one of them, at the point where libcst records a node's
 syntactic start (after its leading comments and blank lines, as `PositionProvider`'s start line).
 It builds on libcst's codegen state (`libcst._nodes.internal.CodegenState`), the hook `PositionProvider`
-itself uses; `tests/migrate/test_rewrite_lines.py` holds its lines equal to `PositionProvider`'s.
+itself uses; `tests/migrate/test_statement_lines.py` holds its lines equal to `PositionProvider`'s.
 """
 
 from __future__ import annotations
