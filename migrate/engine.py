@@ -175,6 +175,7 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
         leaf_only = not ctx.needed_imports and not ctx.needed_names and not transformer.todos_added and not shim
         settled = leaf_only and _settled(data, new_bytes, root.hits)
         _VERIFIED[:] = [_Verified(new_bytes, docstring_lines(verified), settled)]
+    del verified  # CPython's tree of a large output is not kept beside libcst's two while the report is made
     new_text = new_bytes.decode(new_module.encoding, errors="replace")
     return FileResult(
         path,
