@@ -9,8 +9,8 @@ A pyproject.toml that cannot hold the table is not parsed: most projects have on
 `tomllib` is a noticeable part of a one-file run's start-up (a malformed file is then some other
 tool's concern, not an error of this one). TOML can only spell the table with a `[tool]` header, a
 `tool.neuron-migrate` dotted key or header (quotes and spaces allowed around the dot), or a top-level
-`tool = {...}` inline table; `_MAY_HOLD_TABLE` looks for those, so a `neuron-migrate = "migrate.cli:main"`
-script entry or a description mentioning the tool does not count.
+`tool = {...}` inline table, each at the start of a line; `_MAY_HOLD_TABLE` looks for those, so a
+`neuron-migrate = "migrate.cli:main"` script entry, a description or a comment mentioning the table does not count.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 _MAY_HOLD_TABLE = re.compile(
-    r"""^[ \t]*\[[ \t]*["']?tool["']?[ \t]*\]|["']?tool["']?[ \t]*\.[ \t]*["']?neuron-migrate|^[ \t]*["']?tool["']?[ \t]*=""",
+    r"""^[ \t]*(?:\[\[?[ \t]*["']?tool["']?[ \t]*\]|(?:\[\[?[ \t]*)?["']?tool["']?[ \t]*\.[ \t]*["']?neuron-migrate|["']?tool["']?[ \t]*=)""",
     re.MULTILINE,
 )
 

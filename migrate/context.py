@@ -67,10 +67,14 @@ class FileContext:
     neuron_kernels: dict[str, str] = field(default_factory=dict)  # layer -> Neuron kernel repo (NM212's option)
 
     skipping: int = 0  # open frames with `skip_rules`: while 0, `enabled` is the selection alone
+    # rules of families loaded in the process but off for this file (`migrate.rule_families.rules_off`): the
+    # settings such a family registered must not act in a file whose tokens did not switch it on
+    off_rules: frozenset[str] = frozenset()
 
     def enabled(self, rule_id: str) -> bool:
-        """Whether the rule is selected and no enclosing statement's `skip[...]` marker names it."""
-        if not self.selection.enabled(rule_id):
+        """Whether the rule is selected, its family is on for the file and no enclosing statement's `skip[...]`
+        marker names it."""
+        if not self.selection.enabled(rule_id) or rule_id in self.off_rules:
             return False
         return not self.skipping or not any(rule_id.startswith(f.skip_rules) for f in self.frames if f.skip_rules)
 

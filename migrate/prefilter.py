@@ -149,6 +149,20 @@ def may_need_migration(data: bytes, prose_lines: Container[int] = ()) -> bool:
     return b"diffusers" in data and _found(data, _DIFFUSERS_LITERALS, _DIFFUSERS_TRIGGERS, prose_lines)
 
 
+def code_lines(data: bytes, prose_lines: Container[int]) -> bytes:
+    """`data` without the lines `may_need_migration` calls prose: comment and doctest lines and `prose_lines`.
+
+    The rule families' tokens are looked for in what is left (`migrate.rule_families.active_families`): a
+    library file's comments and docstrings mention `flash_attention_2`, `optimum` or `kernels` in prose, and
+    no rule rewrites prose, so they switch no family on.
+    """
+    return b"\n".join(
+        line
+        for number, line in enumerate(data.split(b"\n"), start=1)
+        if not _PROSE.match(line) and number not in prose_lines
+    )
+
+
 def docstring_lines(tree: ast.Module) -> set[int]:
     """The lines wholly inside a string statement (a docstring) of CPython's tree of a file.
 

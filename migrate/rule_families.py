@@ -1,6 +1,6 @@
 """The ordered table of rule families, as the shim's `PATCH_TYPES`: every rule and hook the codemod has.
 
-Each entry is a module with a `RULES` tuple (possibly empty for the shared-hook modules) and
+Each entry names a module with a `RULES` tuple (possibly empty for the shared-hook modules) and
 `@on(...)` hooks. Hook order is this table's order, then definition order within a module:
 - `settings` first: its generic hooks (a setting as a keyword, an assignment, an argparse default,
   a dict entry) run before the families whose settings they dispatch to see the node;
@@ -14,83 +14,169 @@ Each entry is a module with a `RULES` tuple (possibly empty for the shared-hook 
 - `todo_catalogue` (the NM9xx TODO texts, whose hooks live in `todo` and the families that
   detect them) and `configs.catalog` (NM8xx, applied by the YAML/shell migrators) carry rules only.
 
+**Families are switched on per file by their own tokens** (issue 39). A family's `tokens` are a regex
+over the file's bytes (code, comments and docstrings alike: generous, since a family switched off where
+it would have changed something is a wrong migration, one switched on for nothing only costs its hooks).
+Only the families whose tokens occur, and those they `need` (the shared machinery their rewrites rely on:
+`settings` dispatches their settings, `legacy` prunes the statements they mark removable and adds the
+`from module import name` imports they ask for with `ctx.name_ref`, `retired` drops the imports they retire), are imported and dispatched for that file; a rule of a family that is
+loaded but off for the file is off in it (`FileContext.off_rules`), so the settings another file's
+family registered never act here. So a one-file run imports only its families' modules. The tokens must
+name everything a family acts on: `tests/migrate/test_prefilter.py` migrates every fixture and every
+rule's example with the families gated and with all of them on and requires the same result, and
+`tests/migrate/test_rule_families.py` checks the tokens against the tables the families act on.
+
 To add a rule: append a `Rule(...)` (with its fix `safety`, and `safety_reason` when unsafe) to
 its family module's `RULES` and check `ctx.enabled(<id>)` in the hook that applies it; a TODO rule
 is a `Todo(...)` entry of `migrate.rules.todo_catalogue` instead, left by its family's hook with `todo`; to add a
-family: write the module (`RULES` plus `@on` hooks) and list it here. `tests/migrate/test_registry.py`
-pins the rule ids, the unsafe ones and the hook order.
+family: write the module (`RULES` plus `@on` hooks), list it here with its tokens, and extend the tokens of
+a family whose hooks start acting on new names. `tests/migrate/test_registry.py` pins the rule ids, the
+unsafe ones and the hook order.
 """
 
 from __future__ import annotations
 
+import importlib
+import re
+import sys
+from functools import cache
 from types import ModuleType
+from typing import NamedTuple
 
-from migrate.configs import catalog, cluster_catalog, k8s_catalog
 from migrate.registry import Rule
-from migrate.rules import (
-    attention,
-    compile_env,
-    cuda_api,
-    device,
-    diffusers_cuda,
-    distributed,
-    drift,
-    generate,
-    hub_kernels,
-    legacy,
-    legacy_tensor_types,
-    optimum_diffusion,
-    optimum_inference,
-    optimum_training,
-    precision,
-    quantization,
-    retired,
-    settings,
-    static_shapes,
-    tensor_parallel,
-    tidy,
-    todo,
-    todo_catalogue,
-    trl_moved,
-    xla,
-)
 from migrate.rules.base import Hook, hooks_of
 
-RULE_FAMILIES: tuple[ModuleType, ...] = (
-    settings,
-    device,
-    cuda_api,
-    legacy_tensor_types,
-    precision,
-    attention,
-    quantization,
-    hub_kernels,
-    generate,
-    static_shapes,
-    diffusers_cuda,
-    distributed,
-    legacy,
-    drift,
-    trl_moved,
-    optimum_training,
-    optimum_inference,
-    optimum_diffusion,
-    tensor_parallel,
-    compile_env,
-    xla,
-    tidy,
-    retired,
-    todo,
-    todo_catalogue,
-    catalog,
-    cluster_catalog,
-    k8s_catalog,
+
+class Family(NamedTuple):
+    """One entry of the table: where the family lives and when a file needs it."""
+
+    module: str  # the module holding `RULES` and the hooks
+    tokens: bytes | None = None  # regex over a file's bytes; None: only as another family's need (or rules only)
+    needs: tuple[str, ...] = ()  # families this one's rewrites rely on (their `name`), loaded and dispatched with it
+
+    @property
+    def name(self) -> str:
+        """The module's last component: `device`, `optimum_training`, `catalog`."""
+        return self.module.rpartition(".")[2]
+
+
+_RULES = "migrate.rules."
+_SHARED = ("settings",)  # the families that declare settings need `settings` to apply them
+
+FAMILIES: tuple[Family, ...] = (
+    Family(_RULES + "settings"),
+    Family(_RULES + "device", rb"cuda|device|\.to\(|pipeline|map_location|rank|gpu|DDP|DataParallel|FSDP", _SHARED),
+    Family(_RULES + "cuda_api", rb"cuda|nccl|set_device|mem_get_info", ("retired",)),
+    Family(_RULES + "legacy_tensor_types", rb"cuda(?:\.|[ \t]+import[^\n]*)\w*Tensor\b"),
+    Family(
+        _RULES + "precision",
+        rb"cuda|fp16|float16|half|torch_dtype|autocast|GradScaler|tf32|mixed_precision|amp",
+        _SHARED,
+    ),
+    Family(_RULES + "attention", rb"flash|xformers|attn_impl|attention_impl", ("settings", "legacy", "retired")),
+    Family(
+        _RULES + "quantization",
+        rb"quantiz|load_in_|bitsandbytes|BitsAndBytes|bnb|paged_|8bit|4bit|prepare_model_for_",
+        ("settings", "retired"),
+    ),
+    Family(_RULES + "hub_kernels", rb"[Kk]ernel"),
+    Family(_RULES + "generate", rb"generate|vllm"),
+    Family(_RULES + "static_shapes", rb"DataLoader|[Cc]ollat|compile"),
+    Family(_RULES + "diffusers_cuda", rb"diffusers|Generator", ("legacy",)),
+    Family(_RULES + "distributed", rb"nccl|backend", _SHARED),
+    Family(_RULES + "legacy", rb"optimum|torch_xla"),
+    Family(
+        _RULES + "drift",
+        rb"Trainer|evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|max_prompt_length|"
+        rb"group_by_length|no_cuda|use_mps_device|setup_chat_format|torch_dtype|trust_remote_code|trl",
+        ("retired",),
+    ),
+    Family(_RULES + "trl_moved", rb"trl", ("legacy",)),
+    Family(_RULES + "optimum_training", rb"optimum", ("legacy",)),
+    Family(_RULES + "optimum_inference", rb"optimum", ("legacy",)),
+    Family(_RULES + "optimum_diffusion", rb"optimum", ("legacy",)),
+    Family(
+        _RULES + "tensor_parallel", rb"tp_plan|tp_size|device_mesh|distributed_config|optimum|consolidate", ("legacy",)
+    ),
+    Family(_RULES + "compile_env", rb"NEURON_|CUSTOM_CACHE_REPO"),
+    Family(_RULES + "xla", rb"xla|XLA|PJRT", ("legacy",)),
+    Family(_RULES + "tidy"),  # on wherever another family is (_WITH_ANY): it tidies what their rewrites left
+    Family(_RULES + "retired"),
+    Family(
+        _RULES + "todo",
+        rb"cuda|vllm|deepspeed|triton|apex|unsloth|flash_attn|liger_kernel|gptq|awq|bitsandbytes|cpp_extension|"
+        rb"DataParallel|(?:BitsAndBytes|GPTQ|Awq|Hqq|TorchAo|FbgemmFp8)Config|max_memory",
+    ),
+    Family(_RULES + "todo_catalogue"),
+    Family("migrate.configs.catalog"),
+    Family("migrate.configs.cluster_catalog"),
+    Family("migrate.configs.k8s_catalog"),
 )
+_RULES_ONLY = frozenset({"todo_catalogue", "catalog", "cluster_catalog", "k8s_catalog"})  # no hooks: never gated
+ALL: tuple[str, ...] = tuple(f.name for f in FAMILIES if f.name not in _RULES_ONLY)  # every family with hooks
+# Families with no tokens of their own that act only on what the others' rewrites leave (an emptied `if`,
+# branches made identical, a comment above a removed line): switched on with any family.
+_WITH_ANY = ("tidy",)
 
 
+@cache
+def _patterns() -> tuple[tuple[Family, re.Pattern[bytes]], ...]:
+    """The families with tokens and their compiled regex, compiled on first use (a run of YAML files needs none)."""
+    return tuple((family, re.compile(family.tokens)) for family in FAMILIES if family.tokens is not None)
+
+
+def active_families(data: bytes) -> tuple[str, ...]:
+    """The families a file needs, in table order: those whose tokens occur in `data`, and what they need."""
+    found = {family.name for family, pattern in _patterns() if pattern.search(data)}
+    if not found:
+        return ()
+    found.update(need for family in FAMILIES if family.name in found for need in family.needs)
+    found.update(_WITH_ANY)
+    return tuple(name for name in ALL if name in found)
+
+
+def _module(family: Family) -> ModuleType:
+    return importlib.import_module(family.module)
+
+
+@cache
+def hooks_for(names: tuple[str, ...]) -> dict[str, tuple[Hook, ...]]:
+    """libcst class name -> the hooks of the families `names` for leaving such nodes, in table order."""
+    hooks: dict[str, list[Hook]] = {}
+    for family in FAMILIES:
+        if family.name in names:
+            for node_type, hook in hooks_of(_module(family)):
+                hooks.setdefault(node_type, []).append(hook)
+    return {node_type: tuple(found) for node_type, found in hooks.items()}
+
+
+def rules_off(names: tuple[str, ...]) -> frozenset[str]:
+    """The ids of the rules of families loaded in this process (by an earlier file, or imported by an active
+    family for its helpers) but not among `names`: off for this file, so what a file gets never depends on
+    the files migrated before it."""
+    off: set[str] = set()
+    for family in FAMILIES:
+        if family.name not in names and family.name not in _RULES_ONLY:
+            module = sys.modules.get(family.module)
+            if module is not None:
+                off.update(rule.id for rule in module.RULES)
+    return frozenset(off)
+
+
+def family_modules() -> tuple[ModuleType, ...]:
+    """Every family's module, in table order (imports them all: for the rule index, docs and tests)."""
+    return tuple(_module(family) for family in FAMILIES)
+
+
+def all_hooks() -> dict[str, tuple[Hook, ...]]:
+    """Every family's hooks by libcst class name, in order: what a file with all families on runs."""
+    return hooks_for(ALL)
+
+
+@cache
 def _index() -> dict[str, Rule]:
     rules: dict[str, Rule] = {}
-    for family in RULE_FAMILIES:
+    for family in family_modules():
         for rule in family.RULES:
             if rule.id in rules:  # ids are unique and stable: a duplicate is a programming error
                 raise ValueError(f"duplicate rule id {rule.id} in {family.__name__}")
@@ -98,23 +184,26 @@ def _index() -> dict[str, Rule]:
     return dict(sorted(rules.items()))
 
 
-def _hooks() -> dict[str, tuple[Hook, ...]]:
-    hooks: dict[str, list[Hook]] = {}
-    for family in RULE_FAMILIES:
-        for node_type, hook in hooks_of(family):
-            hooks.setdefault(node_type, []).append(hook)
-    return {node_type: tuple(found) for node_type, found in hooks.items()}
-
-
-_RULES = _index()
-HOOKS: dict[str, tuple[Hook, ...]] = _hooks()  # libcst class name -> hooks for leaving such nodes, in order
+_LOADED: dict[str, Rule] = {}  # the rules of the family modules imported so far (a report names the ones that hit)
 
 
 def all_rules() -> list[Rule]:
     """All rules in id order."""
-    return list(_RULES.values())
+    return list(_index().values())
 
 
 def get_rule(rule_id: str) -> Rule | None:
-    """Look a rule up by exact id, case-insensitively."""
-    return _RULES.get(rule_id.upper())
+    """Look a rule up by exact id, case-insensitively.
+
+    The families already imported are asked first: a report of a one-file run names the rules that hit,
+    whose families that run imported, and importing every other family for their names would cost the
+    run more than the migration.
+    """
+    rule_id = rule_id.upper()
+    if rule_id not in _LOADED:
+        for family in FAMILIES:
+            module = sys.modules.get(family.module)
+            if module is not None:
+                _LOADED.update((rule.id, rule) for rule in module.RULES)
+    found = _LOADED.get(rule_id)
+    return found if found is not None else _index().get(rule_id)

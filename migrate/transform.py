@@ -1,19 +1,21 @@
 """The one traversal: a libcst transformer that runs, on each node it leaves, the rule hooks for that node's type.
 
-Besides dispatching to the rule hooks (`migrate.rule_families.HOOKS`, in family order, looked up once per
-node by its class) it owns the cross-cutting mechanics: import tracking for name resolution, statement frames
+Besides dispatching to the rule hooks (those of the families the file needs, `migrate.rule_families.hooks_for`,
+in family order, looked up once per node by its class) it owns the cross-cutting mechanics: import tracking for name resolution, statement frames
 (so `# neuron-migrate: skip` can discard a statement's rewrites, `skip[NMxxx]` can switch rules off inside it,
 and TODO comments can be attached above it), and the use counting behind the generate-only data flow.
 """
 
 from __future__ import annotations
 
+from functools import cache
+
 import libcst as cst
 import libcst._nodes.op as cst_op
 
 from migrate.context import FileContext, Frame
 from migrate.markers import RULE_SKIP_MARKER, SKIP_MARKER, TODO_PREFIX, find_skip
-from migrate.rule_families import HOOKS
+from migrate.rule_families import hooks_for
 from migrate.rules.base import Hook, HookResult, method_of
 
 # Exact-type sets: libcst node classes are ABCs, and `isinstance` against ABCs dominated the
@@ -70,13 +72,14 @@ _INERT = _CHILDLESS | frozenset(
 )
 
 
-def _dispatch_table() -> dict[type[cst.CSTNode], tuple[Hook, ...]]:
-    """libcst node class -> the hooks for leaving such nodes, in family order: one lookup per node left.
+@cache
+def dispatch_table(families: tuple[str, ...]) -> dict[type[cst.CSTNode], tuple[Hook, ...]]:
+    """libcst node class -> the hooks of `families` for leaving such nodes, in family order: one lookup per node left.
 
     A hook for a name libcst has no node class for would never run: that is a typo in `@on(...)`.
     """
     table: dict[type[cst.CSTNode], tuple[Hook, ...]] = {}
-    for name, hooks in HOOKS.items():
+    for name, hooks in hooks_for(families).items():
         node_class = getattr(cst, name, None)
         if not (isinstance(node_class, type) and issubclass(node_class, cst.CSTNode)):
             raise ValueError(f"@on({name!r}): libcst has no node class {name}")
@@ -86,15 +89,13 @@ def _dispatch_table() -> dict[type[cst.CSTNode], tuple[Hook, ...]]:
     return table
 
 
-_DISPATCH = _dispatch_table()
-
-
 class MigrationTransformer(cst.CSTTransformer):
-    """Applies all rule hooks in a single pass over one module."""
+    """Applies the hooks of the file's families in a single pass over one module."""
 
-    def __init__(self, ctx: FileContext, track_generate: bool) -> None:
+    def __init__(self, ctx: FileContext, track_generate: bool, families: tuple[str, ...]) -> None:
         super().__init__()
         self.ctx = ctx
+        self.dispatch = dispatch_table(families)
         self.track_generate = track_generate
         self.elifs: set[int] = set()
         self.todos_added = 0
@@ -196,7 +197,7 @@ class MigrationTransformer(cst.CSTTransformer):
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         kind = type(original_node)
-        hooks = _DISPATCH.get(kind)
+        hooks = self.dispatch.get(kind)
         statement = kind in _STATEMENTS
         if not statement:
             if self.track_generate:

@@ -12,8 +12,6 @@ import json
 
 import click
 
-from neuroncompat_report.github import escape
-
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
 
@@ -49,6 +47,9 @@ def render_error(tool: str, message: str, fmt: str, exit_code: int) -> str:
     if fmt == "sarif":
         return json.dumps(_sarif(tool, message, exit_code), indent=2, ensure_ascii=False) + "\n"
     if fmt == "github":
+        # imported here: the GitHub writer brings the report model's dataclasses, which no other run needs at start-up
+        from neuroncompat_report.github import escape
+
         return f"::error title={tool}::{escape(message)}\n"
     if fmt == "markdown":
         return f"**{tool}: error.** {message}\n"

@@ -10,7 +10,7 @@ rewriting traversal cannot do node by node, so this family runs it when blocks a
 - the legacy imports are rewritten once, when the module is left and the tree is final
   (`legacy_imports`).
 
-Its hooks stand before the Optimum Neuron and torch_xla families in `RULE_FAMILIES`.
+Its hooks stand before the Optimum Neuron and torch_xla families in `migrate.rule_families.FAMILIES`.
 """
 
 from __future__ import annotations

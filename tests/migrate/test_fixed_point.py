@@ -18,6 +18,7 @@ from migrate.dispatch import file_kind, migrate_file
 from migrate.engine import migrate_source
 from migrate.options import Options
 from migrate.results import FileResult, TextChange
+from migrate.transform import MigrationTransformer
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 ALL_FIXTURES = sorted(
@@ -97,3 +98,43 @@ def test_a_migration_that_never_settles_is_an_internal_error_and_changes_nothing
     assert result.status == "internal-error"
     assert result.new is None
     assert "fixed point" in (result.error or "")
+
+
+# Library code: the rewritten keyword beside a comparison no rule touches, which passes the prefilter again
+LIBRARY = (
+    b"def build(config, cls):\n"
+    b'    model = cls.from_pretrained("gpt2", attn_implementation="flash_attention_2")\n'
+    b'    if config._attn_implementation == "flash_attention_2":\n'
+    b"        return model\n"
+    b"    return None\n"
+)
+
+
+def passes_by(monkeypatch: pytest.MonkeyPatch, data: bytes) -> tuple[FileResult, int]:
+    """The migration of `data` and how many passes traversed a libcst tree of it (the real transformer, counted)."""
+    passes: list[int] = []
+
+    class Counted(MigrationTransformer):
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            passes.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "MigrationTransformer", Counted)
+    return migrate_source(data, "lib.py", Options(shim=False)), len(passes)
+
+
+def test_a_pass_that_only_swapped_literals_is_not_run_again(monkeypatch: pytest.MonkeyPatch):
+    """NM207's `"sdpa"` is nothing a rule acts on: a confirming pass would parse and traverse the file for nothing."""
+    result, passes = passes_by(monkeypatch, LIBRARY)
+    assert result.hits == {"NM207": 1} and b'attn_implementation="sdpa"' in (result.new or b"")
+    assert passes == 1
+    confirmed = migrate_source(LIBRARY, "lib.py", Options(shim=False, prefilter=False))  # every pass in full
+    assert (confirmed.new, confirmed.hits, confirmed.rewrites) == (result.new, result.hits, result.rewrites)
+    assert migrate_source(result.new or b"", "lib.py", Options(shim=False)).status == "unchanged"
+
+
+def test_a_rewrite_that_writes_a_name_is_confirmed(monkeypatch: pytest.MonkeyPatch):
+    """`.cuda(dev)` -> `.to(dev)` makes `dev` a device variable a second pass follows: the fixed point is checked."""
+    result, passes = passes_by(monkeypatch, LIBRARY.replace(b"return model\n", b"return model.cuda(dev)\n"))
+    assert result.hits == {"NM207": 1, "NM101": 1}
+    assert passes == 2

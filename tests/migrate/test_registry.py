@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from migrate.cli import main
 from migrate.registry import Rule
-from migrate.rule_families import HOOKS, RULE_FAMILIES, all_rules, get_rule
+from migrate.rule_families import all_hooks, all_rules, family_modules, get_rule
 
 RULE_IDS = [
     "NM101",
@@ -266,15 +266,15 @@ def test_every_rule_is_found_by_id_case_insensitively() -> None:
 def test_hooks_run_in_the_pinned_family_order() -> None:
     found = {
         node: tuple(f"{hook.__module__.rpartition('.')[2]}.{hook.__name__}" for hook in hooks)
-        for node, hooks in HOOKS.items()
+        for node, hooks in all_hooks().items()
     }
     assert found == HOOK_ORDER
 
 
 def test_every_family_declares_its_rules_as_data() -> None:
-    for family in RULE_FAMILIES:
+    for family in family_modules():
         assert isinstance(family.RULES, tuple), family.__name__
-    assert sum(len(family.RULES) for family in RULE_FAMILIES) == len(RULE_IDS)
+    assert sum(len(family.RULES) for family in family_modules()) == len(RULE_IDS)
 
 
 UNSAFE_IDS = [

@@ -40,6 +40,7 @@ LAZY = (
     "migrate.formats.sarif",
     "migrate.formats.markdown",
     "migrate.formats.github",
+    "neuroncompat_report.model",  # the shared report model: only the json, sarif, github and markdown formats
 )
 CUDA_SCRIPT = 'import torch\n\nmodel = torch.nn.Linear(2, 2).to("cuda")\n'
 
@@ -65,6 +66,39 @@ def test_checking_one_file_imports_no_pool_writer_config_parser_or_other_format(
     assert modules.isdisjoint(LAZY), f"a one-file check imported {sorted(modules & set(LAZY))}"
 
 
+# rule families a CUDA script's tokens do not switch on (migrate.rule_families): their modules stay unimported
+OTHER_FAMILIES = (
+    "migrate.rules.optimum_training",
+    "migrate.rules.optimum_inference",
+    "migrate.rules.optimum_diffusion",
+    "migrate.rules.legacy",
+    "migrate.rules.xla",
+    "migrate.rules.diffusers_cuda",
+    "migrate.rules.drift",
+    "migrate.rules.trl_moved",
+    "migrate.rules.tensor_parallel",
+    "migrate.rules.compile_env",
+    "migrate.rules.hub_kernels",
+    "migrate.rules.attention",
+    "migrate.rules.quantization",
+    "migrate.rules.legacy_tensor_types",
+    "migrate.configs.catalog",
+)
+
+
+def test_checking_a_cuda_script_imports_only_its_rule_families(project: Path):
+    modules = imported_by(project, "--check", "train.py")
+    assert {"migrate.rules.device", "migrate.rules.settings"} <= modules  # the families that rewrite it
+    assert modules.isdisjoint(OTHER_FAMILIES), f"a CUDA script imported {sorted(modules & set(OTHER_FAMILIES))}"
+
+
+def test_a_script_of_another_kind_imports_its_families(project: Path):
+    (project / "train.py").write_text("from optimum.neuron import NeuronTrainer\n\ntrainer = NeuronTrainer(model=m)\n")
+    modules = imported_by(project, "--check", "train.py")
+    assert {"migrate.rules.optimum_training", "migrate.rules.legacy"} <= modules
+    assert "migrate.rules.device" not in modules
+
+
 def test_the_modules_are_imported_when_the_run_needs_them(project: Path):
     (project / "pyproject.toml").write_text("[tool.neuron-migrate]\nshim = false\n")
     modules = imported_by(project, "--write", "--format", "json", "train.py")
@@ -88,6 +122,31 @@ def test_the_table_is_read_however_toml_spells_it(tmp_path: Path, spelling: str)
     assert config.load(tmp_path).values == {"shim": False}
 
 
+def test_a_comment_naming_the_table_is_no_table(tmp_path: Path):
+    """This project's own pyproject.toml explains `[tool.neuron-migrate]` in a comment: no reason to load tomllib."""
+    (tmp_path / "pyproject.toml").write_text(
+        "[project]\ndependencies = [\n  # tomli: [tool.neuron-migrate] on 3.10\n]\n"
+    )
+    (tmp_path / "train.py").write_text(CUDA_SCRIPT)
+    assert "tomllib" not in imported_by(tmp_path, "--check", "train.py")
+    (tmp_path / "pyproject.toml").write_text("# settings\n[[tool.neuron-migrate.x]]\nshim = false\n")
+    with pytest.raises(config.ConfigError, match="unknown key"):  # a table still read, however it is spelt
+        config.load(tmp_path)
+
+
 def test_a_script_entry_named_neuron_migrate_is_no_table(tmp_path: Path):
     (tmp_path / "pyproject.toml").write_text('[project.scripts]\nneuron-migrate = "migrate.cli:main"\n[tool.ruff]\n')
     assert config.load(tmp_path).values == {}
+
+
+def test_an_option_error_in_the_github_format_is_still_an_annotation(project: Path):
+    """The GitHub writer is imported only for that format's error document: it is still written."""
+    found = subprocess.run(
+        [sys.executable, "-m", "migrate", "--format", "github", "--jobs", "0", "train.py"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 2
+    assert found.stdout.startswith("::error title=neuron-migrate::Invalid value for '--jobs'")
