@@ -155,7 +155,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_walk_sees_the_project_imports() -> None:
     edges = _edges(_modules())
-    assert "migrate.rules.device" in edges["migrate.rule_families"]
+    assert "migrate.rules.base" in edges["migrate.rule_families"]  # the families themselves are imported lazily
     assert "migrate.registry" in edges["migrate.rules.device"]
     assert "neuroncompat.patches" in edges["neuroncompat.shim"]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
