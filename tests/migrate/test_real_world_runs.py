@@ -136,11 +136,11 @@ def test_trl_trainers_train_on_neuron(name: str, extra: list[str], run_workdir: 
     def args(out: str) -> list[str]:
         return ["--model_name_or_path", "model", "--output_dir", out, "--max_steps", "2", *extra]
 
-    on_cpu = ["--use_cpu"] if name == "trl_reward" else []  # RewardConfig defaults to bf16 on an accelerator
-    cpu = losses(_cpu(name, args(f"{name}-cpu") + on_cpu, run_workdir))
+    # No CPU reference run: its losses were only ever checked to be finite, never compared with these, so it
+    # cost a third of the test and asserted nothing about the migration.
     flags = ["--use_flash_attention"] if name == "dpo_model_kwargs" else []  # -> sdpa in the migration
     one = losses(_neuron(name, args(f"{name}-one") + flags, run_workdir))
-    assert cpu and one and all(math.isfinite(x) for x in cpu + one), (cpu, one)
+    assert one and all(math.isfinite(x) for x in one), one
     two = accelerate_launch(_script(name, True), args(f"{name}-two") + flags, run_workdir, nproc=2)
     assert losses(two.stdout) and all(math.isfinite(x) for x in losses(two.stdout)), two.stdout
     if name == "dpo_model_kwargs":
