@@ -35,15 +35,15 @@ Examples:
   neuroncompat plan path/to/model --seq-len 2048 will a full-size training step fit a NeuronCore?
 
 \b
-Exit codes: 0 ok, 1 changes needed or a stage failed, 2 usage or input error,
-130 interrupted; COMMAND --help says more.
+Exit codes: 0 ok, 1 changes needed, a stage failed or the step does not fit,
+2 usage or input error, 130 interrupted; COMMAND --help says more.
 """
 
 
 @click.group(
     cls=Group,
     help="Run Hugging Face scripts natively on AWS Trainium (TorchNeuron). Exit statuses, for every command: "
-    "0 passed, 1 a stage or the script failed, 2 a usage or input error (in the chosen --format), 130 interrupted.",
+    "0 passed, 1 a stage or the script failed (plan: the step does not fit), 2 a usage or input error (in the chosen --format), 130 interrupted.",
     context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every subcommand
     epilog=EPILOG,
 )

@@ -74,8 +74,10 @@ def test_neuroncompat_version_and_help_end_with_examples_and_exit_codes() -> Non
         ["neuroncompat", "doctor"],
         ["neuroncompat", "simulate"],
         ["neuroncompat", "check"],
+        ["neuroncompat", "plan"],
     ]
     assert " ".join(codes.split()) == (
-        "Exit codes: 0 ok, 1 changes needed or a stage failed, 2 usage or input error, 130 interrupted; "
+        "Exit codes: 0 ok, 1 changes needed, a stage failed or the step does not fit, 2 usage or input error, "
+        "130 interrupted; "
         "COMMAND --help says more."
     )
