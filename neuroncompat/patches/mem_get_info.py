@@ -12,7 +12,8 @@ snapshots; transformers learnt the same (its PR #47029). The call dies with ``At
 Fix: ``torch.neuron.mem_get_info(device=None)`` is added, with CUDA's signature and answer, ``(free, total)`` in
 bytes of one NeuronCore (the current one, or ``device``: an index, ``"neuron:1"``, a ``torch.device``). It is
 computed from what the backend reports: ``torch.accelerator.get_memory_info(index)`` (PyTorch's generic
-answer, which the Neuron backend gives on Neuron 2.34), else the core's size from
+answer; AWS documents ``torch.accelerator`` code as needing no change, not whether the Neuron allocator answers
+this one, so a ``RuntimeError`` from it is taken as "no"), else the core's size from
 ``get_device_properties(index).total_memory`` less what this process's allocator holds
 (``memory_reserved``, else ``memory_allocated``). The first call logs once where the answer comes from.
 Stands down where ``torch.neuron`` already has ``mem_get_info``: TorchNeuron's own is then left alone.
