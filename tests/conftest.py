@@ -178,8 +178,9 @@ def shim(neuron: object) -> Iterator[ModuleType]:
 @pytest.fixture(scope="session")
 def run_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One tiny memorised Llama and its training data for every test that runs a script
-    (migrated fixtures, distributed launches); building it takes seconds."""
+    (migrated fixtures, distributed launches): trained once per run, a copy per worker (tests/built_once.py)."""
     _require_simulator_stack()
+    from built_once import built_once
     from fixture_runs import build_workdir
 
-    return build_workdir(tmp_path_factory.mktemp("runs"))
+    return built_once(tmp_path_factory, "runs", build_workdir)
