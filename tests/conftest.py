@@ -27,6 +27,11 @@ os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
 os.environ["TRANSFORMERS_VERBOSITY"] = "error"
 os.environ.pop("NEURONCOMPAT_SIMULATE", None)
+# One intra-op thread per process: `pytest -n 2` already runs two workers on CI's two cores, and each worker (and
+# each script it starts) defaulting to a thread per core oversubscribes them; the spinning OpenMP threads then burn
+# CPU waiting on each other. Measured on the 2-core machine under load: one step of the tiny Llama 0.2-0.6 CPU-s
+# with 2 threads, 0.02 with 1; tests/test_simulate_scenarios.py 61 CPU-s against 48. Set, not forced.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 
