@@ -18,13 +18,14 @@ cuda_redirect.hold_in_launcher()
 
 from neuroncompat import doctor as doctor_report
 from neuroncompat.runner import main as run_script
-from neuroncompat.simulate import github as simulate_github
-from neuroncompat.simulate import launch as simulation
-from neuroncompat.simulate import markdown as simulate_markdown
-from neuroncompat.simulate import redirect_log, report
 from neuroncompat.simulate import settings as simulate_settings
-from neuroncompat.simulate.op_findings import FALLBACK_ENV
-from neuroncompat.simulate.report import DEFAULT_GRAPH_COST, DEFAULT_MAX_SHAPES, STRICT_EXIT_CODE, STRICT_KINDS
+from neuroncompat.simulate.kinds import (
+    DEFAULT_GRAPH_COST,
+    DEFAULT_MAX_SHAPES,
+    FALLBACK_ENV,
+    STRICT_EXIT_CODE,
+    STRICT_KINDS,
+)
 from neuroncompat_report.exits import Failure, Group, InputError
 
 EPILOG = """\b
@@ -203,7 +204,12 @@ def simulate(
     cuda_redirect: bool,
     command: tuple[str, ...],
 ) -> None:
+    # The report and its renderers import the simulator and torch: here, not at start-up (`neuroncompat --help`).
     from neuroncompat import cuda
+    from neuroncompat.simulate import github as simulate_github
+    from neuroncompat.simulate import launch as simulation
+    from neuroncompat.simulate import markdown as simulate_markdown
+    from neuroncompat.simulate import redirect_log, report
 
     cuda.stand_down_in_launcher()
     if cuda_redirect:

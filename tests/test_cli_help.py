@@ -12,7 +12,6 @@ import pytest
 from helpers import run_python
 
 
-@pytest.mark.slow  # a fresh interpreter per case, over 10 s on 2 busy cores: not in the quick subset
 @pytest.mark.parametrize(
     ("args", "usage"),
     [
@@ -29,6 +28,24 @@ def test_neuroncompat_commands_accept_dash_h(args: list[str], usage: str) -> Non
     assert short.returncode == 0, short.stderr
     assert f"Usage: {usage}" in short.stdout
     assert short.stdout == long.stdout
+
+
+def test_help_starts_without_torch() -> None:
+    """`neuroncompat --help` and each command's help answer without importing torch or transformers: they took
+    2.3 CPU-s (torch's start-up, through the simulate report's modules) where 0.2 do."""
+    code = (
+        "import sys\n"
+        "from neuroncompat.cli import main\n"
+        "for args in ([], ['simulate'], ['doctor'], ['run'], ['check'], ['plan']):\n"
+        "    try:\n"
+        "        main([*args, '--help'], prog_name='neuroncompat')\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('IMPORTED', sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "IMPORTED []"
 
 
 def test_simulate_passes_dash_h_after_the_command_to_the_script() -> None:

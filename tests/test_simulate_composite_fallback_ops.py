@@ -16,14 +16,14 @@ import torch
 import torch.nn.functional as F
 from helpers import run_python
 
-from neuroncompat.simulate import op_findings, report
+from neuroncompat.simulate import kinds, op_findings, report
 from neuroncompat.simulate.record import Recorder
 
 
 def test_composite_ops_named_as_cpu_fallbacks_are_reported_at_the_callers_line(
     neuron: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(op_findings.FALLBACK_ENV, "aten::layer_norm,aten::matmul,aten::dropout")
+    monkeypatch.setenv(kinds.FALLBACK_ENV, "aten::layer_norm,aten::matmul,aten::dropout")
     torch.manual_seed(0)
     weights = torch.randn(4, 4)
     recorder = Recorder()

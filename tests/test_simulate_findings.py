@@ -14,7 +14,7 @@ import pytest
 import torch
 from helpers import run_python
 
-from neuroncompat.simulate import github, markdown, report, settings
+from neuroncompat.simulate import github, kinds, markdown, report, settings
 from neuroncompat.simulate.record import Recorder
 
 Run = tuple[int, str, dict[str, Any]]  # exit code, console output, JSON report
@@ -109,7 +109,7 @@ def test_each_finding_is_reported_at_the_users_line_with_its_fix(strict_run: Run
 @pytest.mark.slow
 def test_strict_from_pyproject_fails_the_run_and_the_json_validates(strict_run: Run) -> None:
     code, output, built = strict_run
-    assert code == report.STRICT_EXIT_CODE == built["simulate_exit_code"]
+    assert code == kinds.STRICT_EXIT_CODE == built["simulate_exit_code"]
     assert built["exit_code"] == 0 and "inside the compiled step" in output and "script done" in output
     assert {v["kind"] for v in built["strict"]["violations"]} == {"graph_break", "data_dependent", "cpu_fallback"}
     jsonschema.validate(built, SCHEMA)
@@ -271,7 +271,7 @@ def test_complex_float64_and_int64_on_the_device_are_reported_saying_what_is_unk
         torch.nn.Embedding(8, 4)(torch.arange(3))  # int64 on the CPU: not the device's
     finally:
         recorder.stop()
-    built = report.build([recorder.snapshot()], ["python", "t.py"], 0, strict=report.STRICT_DEFAULT)
+    built = report.build([recorder.snapshot()], ["python", "t.py"], 0, strict=kinds.STRICT_DEFAULT)
     (rank,) = built["ranks"]
     found = {(f["kind"], f["where"].split(" ")[0]): f for f in rank["findings"]}
     test = "tests/test_simulate_findings.py"

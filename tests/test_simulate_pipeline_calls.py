@@ -20,7 +20,7 @@ import jsonschema
 import pytest
 import torch
 
-from neuroncompat.simulate import markdown, pipeline_report, report
+from neuroncompat.simulate import kinds, markdown, pipeline_report, report
 from neuroncompat.simulate.record import Recorder
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "docs" / "simulate-report.schema.json").read_text())
@@ -141,7 +141,7 @@ def test_the_text_report_shows_counts_causes_and_fixes() -> None:
 
 def test_a_graph_after_step_1_is_a_bug_strict_fails_on() -> None:
     events = [_event(UNET, "step", 1), _event("gen.py:4 (bump)", "step", 2), _event("gen.py:4 (bump)", "step", 3)]
-    built = _built(_record([_call(1, _params(), events)]), strict=report.STRICT_DEFAULT)
+    built = _built(_record([_call(1, _params(), events)]), strict=kinds.STRICT_DEFAULT)
     (call,) = built["ranks"][0]["pipeline_calls"]
     assert call["new_graphs"]["later_steps"] == [{"step": 2, "count": 1}, {"step": 3, "count": 1}]
     assert call["later_step_fix"]["id"] == "static_step"

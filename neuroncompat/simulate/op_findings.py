@@ -35,13 +35,11 @@ import torch
 
 from neuroncompat import environment
 from neuroncompat.simulate import op_support
+from neuroncompat.simulate.kinds import FALLBACK_ENV
 from neuroncompat.simulate.locations import caller_in, current_caller, frames_in
 from neuroncompat.simulator import compile_backend, observer
 
 WRONG_VALUES = "https://github.com/aws-neuron/aws-neuron-sdk/issues/1381"
-# Extra CPU_FALLBACK operators, comma-separated (set by ``neuroncompat simulate`` from
-# --cpu-fallback-op and pyproject.toml).
-FALLBACK_ENV = "NEURONCOMPAT_SIMULATE_CPU_FALLBACK_OPS"
 
 
 @dataclass(frozen=True)

@@ -34,19 +34,15 @@ from typing import Any
 from neuroncompat.simulate import dtype_findings, graph_breaks, op_findings, op_support, pipeline_report, verdict
 from neuroncompat.simulate.advice import DYNAMIC_SHAPES, Tensor, diagnose
 from neuroncompat.simulate.durations import duration
+from neuroncompat.simulate.kinds import (
+    DEFAULT_GRAPH_COST,
+    DEFAULT_MAX_SHAPES,
+    FINDING_KINDS,
+    STRICT_EXIT_CODE,
+    STRICT_KINDS,
+)
 
 SCHEMA = "neuroncompat.simulate/1"
-# Kinds of finding, in report order.
-FINDING_KINDS = ("graph_break", "data_dependent", "cpu_fallback", *dtype_findings.KINDS)
-# What --strict can fail on: a graph Neuron rejects, a location past --max-shapes, the findings, and a
-# diffusers pipeline call that compiled after its first denoising step.
-STRICT_KINDS = ("rejected", "shape_churn", *FINDING_KINDS, "step_recompile")
-# What --strict (strict = true) fails on when no kind is named: all but the informational int64 kind.
-STRICT_DEFAULT = tuple(kind for kind in STRICT_KINDS if kind not in dtype_findings.NOT_STRICT_BY_DEFAULT)
-# neuroncompat simulate's exit status when --strict finds something and the script succeeded.
-STRICT_EXIT_CODE = 4
-DEFAULT_GRAPH_COST = 60.0
-DEFAULT_MAX_SHAPES = 4
 # Rows of shapes the text report shows per location (the JSON has them all).
 _TEXT_ROWS = 8
 _TEXT_INPUTS = 4

@@ -26,7 +26,7 @@ if sys.version_info >= (3, 11):
 else:  # the light install runs on 3.10 too (docs/python.md)
     import tomli as tomllib
 
-from neuroncompat.simulate.report import STRICT_DEFAULT, STRICT_KINDS
+from neuroncompat.simulate.kinds import STRICT_DEFAULT, STRICT_KINDS
 
 TABLE = "tool.neuroncompat.simulate"
 _KEYS = ("strict", "max-shapes", "graph-cost", "cpu-fallback-ops")
