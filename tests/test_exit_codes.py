@@ -155,22 +155,20 @@ if "neuroncompat.check.worker" in sys.orig_argv:  # the worker only, not the che
 def test_check_whose_worker_dies_exits_1_with_an_error_document_not_an_empty_report(tmp_path: Path) -> None:
     """The worker dies at its start (a sitecustomize on PYTHONPATH, which the worker's environment keeps): the
     check could not finish, so 1, and `--format json` gets the error document with the worker's status and its
-    last words, not an empty stdout."""
+    last words, not an empty stdout. The command runs in this process (the worker is the process that matters)."""
+    from click.testing import CliRunner
+
+    from neuroncompat.cli import main
+
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(DYING_WORKER)
     (tmp_path / "config.json").write_text('{"model_type": "llama"}\n')
     pythonpath = os.pathsep.join(filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [*NEURONCOMPAT, "check", "--format", "json", str(tmp_path)],
-        cwd=tmp_path,
-        env=_env(PYTHONPATH=pythonpath),
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE_S,
-    )
-    assert done.returncode == 1, done.stderr
+    done = CliRunner().invoke(main, ["check", "--format", "json", str(tmp_path)], env={"PYTHONPATH": pythonpath})
+    assert done.exit_code == 1, done.output
     message = _error(done.stdout, "neuroncompat check", exit_code=1)
     assert message == f"{tmp_path}: the check process exited with 3 before any result:\nthe worker ran out of memory"
+    assert done.stderr == f"neuroncompat check: {message}\n"
 
 
 @pytest.mark.slow  # the worker starts torch and transformers to find the model type unknown
