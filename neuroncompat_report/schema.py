@@ -74,7 +74,7 @@ class _Builder:
         if origin is typing.Annotated:
             inner, *extras = get_args(annotation)
             fields = [extra for extra in extras if isinstance(extra, Field)]
-            schema = self.object(inner, open=True) if any(f.open for f in fields) else self.type_(inner)
+            schema = self.object(inner, extra_fields=True) if any(f.open for f in fields) else self.type_(inner)
             for field in fields:
                 schema.update(field.keywords())
             return schema
@@ -108,14 +108,14 @@ class _Builder:
             self.defs[name] = self.object(record)
         return {"$ref": f"#/$defs/{name}"}
 
-    def object(self, record: Any, open: bool = False) -> dict[str, Any]:
+    def object(self, record: Any, extra_fields: bool = False) -> dict[str, Any]:
         hints = get_type_hints(record, include_extras=True)
         schema: dict[str, Any] = {"type": "object"}
         description = " ".join((record.__doc__ or "").split())
         if description:
             schema["description"] = description
         schema["required"] = [name for name, hint in hints.items() if _required(record, name, hint)]
-        schema["additionalProperties"] = open
+        schema["additionalProperties"] = extra_fields
         schema["properties"] = {name: self.type_(hint) for name, hint in hints.items()}
         return schema
 
