@@ -121,14 +121,15 @@ def main(
     if explain:
         from migrate.docs import explain as render
         from migrate.docs import safety_text
-        from migrate.rule_sources import places
+        from migrate.rule_sources import hooks, places
 
         rule = get_rule(explain)
         if rule is None:
             raise InputError(f"unknown rule {explain!r}")
         declared, used = places(rule.id)
         click.echo(f"{rule.id} {rule.name}\nfix safety: {safety_text(rule)}")
-        click.echo(f"declared at: {', '.join(declared) or '-'}\napplied at: {', '.join(used) or '-'}\n")
+        click.echo(f"declared at: {', '.join(declared) or '-'}\napplied at: {', '.join(used) or '-'}")
+        click.echo(f"hooks: {', '.join(hooks(rule.id)) or '-'}\n")
         click.echo(render(rule), nl=False)
         return
     if rules_doc:

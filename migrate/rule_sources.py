@@ -1,11 +1,13 @@
-"""Where a rule lives: the line that declares it and every line of code that names its id, for `--explain`.
+"""Where a rule lives: the line that declares it, the hooks tagged with its id, and every line of code that names
+its id, for `--explain`.
 
 Rules are declared three ways (a `Rule` in a family's table, a `Todo` in the TODO catalogue, `_rule` in the
 config catalogues) and applied by hooks that name them by id, so finding one took a grep. This reads the
 package's own source with `ast`: a call to one of `DECLARERS` whose `id` (keyword or first argument) is the id
 declares the rule, and so does the id at the head of a rule's row in a table of rows that become `Rule`s
-(`(id, name, summary, rationale, ...)`, as the transformers renames are listed); every other string literal
-equal to the id is code that applies or words it.
+(`(id, name, summary, rationale, ...)`, as the transformers renames are listed). A hook names the ids it applies
+in its `@on(...)` tag (`migrate.rules.base.on`), which `hooks` reads; every other string literal equal to the id
+is code that applies or words it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 from pathlib import Path
+from typing import cast
 
 DECLARERS = frozenset({"Rule", "Todo", "_rule"})
 PACKAGE = Path(__file__).resolve().parent
@@ -36,14 +39,20 @@ def _row_id(row: ast.Tuple) -> ast.expr | None:
 
 
 @lru_cache(maxsize=1)
-def _sources() -> tuple[tuple[str, str, ast.Module, frozenset[int]], ...]:
-    """Each module of the package: its path as shown, its text, its tree and the ids of its declaring nodes."""
+def _sources() -> tuple[tuple[str, str, ast.Module, frozenset[int], frozenset[int]], ...]:
+    """Each module of the package: its path as shown, its text, its tree, the ids of its declaring nodes and those
+    of its hooks' tags (which neither declare nor apply a rule: `hooks` lists the hooks)."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         source = path.read_text(encoding="utf-8")
         tree = ast.parse(source, str(path))
         declaring = set()
+        tagging: set[int] = set()
         for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                for decorator in node.decorator_list:
+                    if _hook_tag(decorator) is not None:
+                        tagging.update(id(arg) for arg in cast(ast.Call, decorator).args)
             head = (
                 _declared_id(node)
                 if isinstance(node, ast.Call)
@@ -53,7 +62,8 @@ def _sources() -> tuple[tuple[str, str, ast.Module, frozenset[int]], ...]:
             )
             if head is not None:
                 declaring.add(id(head))
-        found.append((path.relative_to(PACKAGE.parent).as_posix(), source, tree, frozenset(declaring)))
+        where = path.relative_to(PACKAGE.parent).as_posix()
+        found.append((where, source, tree, frozenset(declaring), frozenset(tagging)))
     return tuple(found)
 
 
@@ -61,13 +71,38 @@ def places(rule_id: str) -> tuple[list[str], list[str]]:
     """(`migrate/path.py:line` of its declarations, those of the other lines naming `rule_id`), in path order."""
     declared: list[str] = []
     used: list[str] = []
-    for where, source, tree, declaring in _sources():
+    for where, source, tree, declaring, tagging in _sources():
         if rule_id not in source:
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and node.value == rule_id:
+            if isinstance(node, ast.Constant) and node.value == rule_id and id(node) not in tagging:
                 (declared if id(node) in declaring else used).append(f"{where}:{node.lineno}")
     return declared, sorted(set(used), key=_by_path_and_line)
+
+
+def hooks(rule_id: str) -> list[str]:
+    """`migrate/path.py:line name (NodeType)` of each hook tagged with `rule_id` (`@on("Call", "NM101")`,
+    `migrate.rules.base.on`), in path order: the functions that apply the rule."""
+    found = []
+    for where, source, tree, _, _ in _sources():
+        if rule_id not in source:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            for decorator in node.decorator_list:
+                tag = _hook_tag(decorator)
+                if tag is not None and rule_id in tag[1]:
+                    found.append(f"{where}:{node.lineno} {node.name} ({tag[0]})")
+    return found
+
+
+def _hook_tag(decorator: ast.expr) -> tuple[str, tuple[str, ...]] | None:
+    """(node type, rule ids) of an `@on(...)` decorator; None for any other."""
+    if not (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Name) and decorator.func.id == "on"):
+        return None
+    values = [arg.value for arg in decorator.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+    return (values[0], tuple(values[1:])) if values else None
 
 
 def _by_path_and_line(place: str) -> tuple[str, int]:

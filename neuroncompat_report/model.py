@@ -4,7 +4,8 @@ A command turns what it found into `Finding`s and one `Run`; the renderers of th
 `github`) take those, so the same finding reads the same whoever found it (`neuron-migrate`'s rewrites and
 TODOs today; `check`'s and `simulate`'s findings as they move onto the model). Each command keeps its own JSON
 report and schema (`docs/migrate.schema.json`, `neuroncompat/check/report.schema.json`,
-`docs/simulate-report.schema.json`): this model is what the shared formats read, not a replacement for them.
+`docs/simulate-report.schema.json`, each generated from its report's types by `neuroncompat_report.schema`): this
+model is what the shared formats read, not a replacement for them.
 """
 
 from __future__ import annotations

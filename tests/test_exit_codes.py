@@ -1,5 +1,6 @@
 """The exit statuses `neuron-migrate`, `neuroncompat simulate` and `neuroncompat check` share: per command, bad
-input (2, the cause in the chosen format: JSON gets an object with an `error` field), a failure (1) and an
+input (2, the cause in the chosen format: JSON gets an object with an `error` field), a failure (1: a stage
+failed, or the command could not finish, which JSON gets as the same error object) and an
 interruption (130, never 1: CI reads 1 from `--check` as "would change").
 
 Each command runs as a user runs it, in a process of its own. An interruption is sent once the command is
@@ -141,6 +142,33 @@ def test_check_a_missing_model_exits_2_in_markdown_and_text(tmp_path: Path) -> N
     done = _run(*NEURONCOMPAT, "check", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == f"neuroncompat check: {tmp_path}: no config.json in this directory\n"
+
+
+DYING_WORKER = """
+import os, sys
+if "neuroncompat.check.worker" in sys.orig_argv:  # the worker only, not the check command that starts it
+    sys.stderr.write("the worker ran out of memory\\n")
+    os._exit(3)
+"""
+
+
+def test_check_whose_worker_dies_exits_1_with_an_error_document_not_an_empty_report(tmp_path: Path) -> None:
+    """The worker dies at its start (a sitecustomize on PYTHONPATH, which the worker's environment keeps): the
+    check could not finish, so 1, and `--format json` gets the error document with the worker's status and its
+    last words, not an empty stdout. The command runs in this process (the worker is the process that matters)."""
+    from click.testing import CliRunner
+
+    from neuroncompat.cli import main
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(DYING_WORKER)
+    (tmp_path / "config.json").write_text('{"model_type": "llama"}\n')
+    pythonpath = os.pathsep.join(filter(None, [str(tmp_path / "site"), os.environ.get("PYTHONPATH")]))
+    done = CliRunner().invoke(main, ["check", "--format", "json", str(tmp_path)], env={"PYTHONPATH": pythonpath})
+    assert done.exit_code == 1, done.output
+    message = _error(done.stdout, "neuroncompat check", exit_code=1)
+    assert message == f"{tmp_path}: the check process exited with 3 before any result:\nthe worker ran out of memory"
+    assert done.stderr == f"neuroncompat check: {message}\n"
 
 
 @pytest.mark.slow  # the worker starts torch and transformers to find the model type unknown

@@ -1,4 +1,5 @@
-"""`--format json`: one document per run, its schema published as `docs/migrate.schema.json`.
+"""`--format json`: one document per run, its schema published as `docs/migrate.schema.json` (generated from
+`migrate.formats.json_types`).
 
 The schema is versioned (`schema_version`); fields are only ever added within a version.
 """

@@ -83,7 +83,7 @@ def _flash(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | N
 setting("NM207", r"attn_implementation|attention_implementation|attn_impl", through(_flash))
 
 
-@on("Call")
+@on("Call", "NM207")
 def use_flash_attention_2(node: cst.Call, ctx: FileContext) -> cst.Call:
     arg = kwarg(node, "use_flash_attention_2")
     if arg is None or not ctx.enabled("NM207") or kwarg(node, "attn_implementation") is not None:
@@ -99,7 +99,7 @@ def use_flash_attention_2(node: cst.Call, ctx: FileContext) -> cst.Call:
     )
 
 
-@on("SimpleStatementLine")
+@on("SimpleStatementLine", "NM208")
 def drop_xformers(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     if not ctx.enabled("NM208"):
         return node
@@ -152,7 +152,7 @@ def _retire_xformers(node: cst.If, ctx: FileContext) -> None:
     node.test.visit(_XformersNames(ctx))
 
 
-@on("If")
+@on("If", "NM208")
 def xformers_branch(node: cst.If, ctx: FileContext) -> HookResult:
     """`if <xformers test>: ... else: B` -> `B`; `elif <xformers test>:` clauses leave the chain.
 

@@ -27,17 +27,25 @@ HookResult = cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[Any]
 Hook = Callable[[cst.CSTNode, FileContext], HookResult]
 
 HOOK_ATTRIBUTE = "neuron_migrate_node_type"  # set by `on` on a hook: the libcst class name it handles
+RULES_ATTRIBUTE = "neuron_migrate_rules"  # set by `on` on a hook: the ids of the rules it applies
 
 
-def on(node_type: str) -> Callable[[Callable[[N, FileContext], HookResult]], Callable[[N, FileContext], HookResult]]:
-    """Mark a function as the family's hook for leaving nodes of `node_type` (a libcst class name).
+def on(
+    node_type: str, *rule_ids: str
+) -> Callable[[Callable[[N, FileContext], HookResult]], Callable[[N, FileContext], HookResult]]:
+    """Mark a function as the family's hook for leaving nodes of `node_type` (a libcst class name), applying the
+    rules `rule_ids`.
 
-    Marking registers nothing: `migrate.rule_families` collects the marked functions of the
-    families it lists, so the hook order is that table's order, not import order.
+    The ids are named where the hook is defined, as ruff tags each rule function with its code, so a reader (and
+    `neuron-migrate --explain`, `migrate.rule_sources.hooks`) finds the code of a rule from its id; a hook with no
+    ids keeps the other hooks' bookkeeping (names bound, emptied blocks). `tests/migrate/test_docs.py`
+    holds each tag to the ids its hook's code names. Marking registers nothing: `migrate.rule_families` collects
+    the marked functions of the families it lists, so the hook order is that table's order, not import order.
     """
 
     def deco(fn: Callable[[N, FileContext], HookResult]) -> Callable[[N, FileContext], HookResult]:
         setattr(fn, HOOK_ATTRIBUTE, node_type)
+        setattr(fn, RULES_ATTRIBUTE, rule_ids)
         return fn
 
     return deco

@@ -45,7 +45,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-@on("SimpleStatementLine")
+@on("SimpleStatementLine", "NM824", "NM825", "NM923")
 def compile_env_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNode:
     """A TODO on a statement setting one of Optimum's compile variables."""
     name = _env_setting(node)

@@ -92,7 +92,7 @@ def _target(qualified: str | None) -> tuple[str, str] | None:
     return _MAP.get(qualified[len("torch.cuda.") :])
 
 
-@on("Attribute")
+@on("Attribute", "NM104")
 def cuda_api_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     """`torch.cuda.X` -> its Neuron equivalent, called or not: `atexit.register(torch.cuda.empty_cache)` and
     `sync = torch.cuda.synchronize` are references to the same function as a call is."""
@@ -111,7 +111,7 @@ def cuda_api_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpress
     return cst.Attribute(value=ctx.module_ref(module), attr=cst.Name(name))
 
 
-@on("Call")
+@on("Call", "NM104", "NM106")
 def cuda_api_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     """A call of a name imported from `torch.cuda` (`from torch.cuda import empty_cache`), and NM106's
     `set_device` of a rank (attributes are renamed by `cuda_api_reference`, before their call is left)."""
@@ -171,7 +171,7 @@ def _memory_module(node: cst.BaseExpression, ctx: FileContext) -> bool | None:
     return _is_accelerator_type(kind, ctx)
 
 
-@on("Call")
+@on("Call", "NM104", "NM935")
 def device_module_memory_info(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     """NM104 for device-generic code: `getattr(torch, device_type, torch.cuda).mem_get_info()`, with `device_type`
     the current accelerator's, is `torch.accelerator.get_memory_info()` (`torch.neuron` has no `mem_get_info`);
@@ -231,7 +231,7 @@ def _and_operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [node]
 
 
-@on("BooleanOperation")
+@on("BooleanOperation", "NM104", "NM903")
 def bf16_gate(node: cst.BooleanOperation, ctx: FileContext) -> cst.BaseExpression:
     """`torch.version.cuda and torch.cuda.is_bf16_supported() and dist.is_nccl_available() and nccl.version() >= (2, 10)`
     (llama-recipes' `bf16_ready`) -> `torch.neuron.is_bf16_supported()`.
@@ -343,7 +343,7 @@ def _flag_name(node: cst.Assign) -> str | None:
     return node.targets[0].target.value
 
 
-@on("Assign")
+@on("Assign", "NM103", "NM104")
 def device_flag(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """Note `use_cuda = device.type == "cuda"` once NM103 renamed it: a later `if use_cuda:` is a device test."""
     hits = ctx.frames[-1].hits  # only a test renamed in this statement: most assignments are not read further
@@ -358,7 +358,7 @@ def device_flag(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     return node
 
 
-@on("If")
+@on("If", "NM104", "NM903")
 def cuda_only_block(node: cst.If, ctx: FileContext) -> cst.If:
     """Never make a CUDA-only call reachable: `if torch.cuda.is_available(): print(torch.cuda.memory_summary())`.
 
@@ -442,7 +442,7 @@ def keep_device_flags(node: cst.Module, ctx: FileContext) -> cst.Module:
     return new
 
 
-@on("Module")
+@on("Module", "NM104")
 def unused_cuda_import(node: cst.Module, ctx: FileContext) -> cst.Module:
     """`from torch import cuda` goes once NM104 rewrote every `cuda.*` use (now `torch.neuron.*`)."""
     if ctx.imports.local_name_for("torch.cuda") is None or not ctx.frames[0].hits.get("NM104"):

@@ -300,7 +300,7 @@ def _plain_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
-@on("Assign")
+@on("Assign", "NM102")
 def device_variable(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """NM102 through a variable: `loc = f"cuda:{self.gpu_id}"` later passed as `map_location=loc`.
 
@@ -402,7 +402,7 @@ def _device_map(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpressio
 setting("NM105", r"device_map", through(_device_map))
 
 
-@on("Call")
+@on("Call", "NM101", "NM102", "NM103", "NM106", "NM107")
 def cuda_method(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     """NM101 `.cuda()`, NM102/NM106 the positional device of `.to()`/`torch.device()`, NM107."""
     func = node.func
@@ -554,7 +554,7 @@ def is_device_side(node: cst.BaseExpression) -> bool:
     return name is not None and _DEVICE_VALUE_NAMES.fullmatch(name) is not None
 
 
-@on("Comparison")
+@on("Comparison", "NM103")
 def device_comparison(node: cst.Comparison, ctx: FileContext) -> cst.Comparison:
     """NM103: `device == "cuda"`, `"cuda" in device`, `x.device.type != "cuda"`."""
     if not ctx.enabled("NM103") or len(node.comparisons) != 1:
@@ -578,7 +578,7 @@ def device_comparison(node: cst.Comparison, ctx: FileContext) -> cst.Comparison:
     return node
 
 
-@on("ImportFrom")
+@on("ImportFrom", "NM105")
 def drop_get_kbit_device_map(node: cst.ImportFrom, ctx: FileContext) -> HookResult:
     """TRL 1.x removed `get_kbit_device_map`; its calls are replaced above, so drop the import."""
     if not ctx.enabled("NM105") or isinstance(node.names, cst.ImportStar):

@@ -208,7 +208,7 @@ def _is_generator(call: cst.Call, ctx: FileContext) -> bool:
     return ctx.qualify(call.func) == "torch.Generator"
 
 
-@on("Call")
+@on("Call", "NM131", "NM132", "NM133", "NM231", "NM331", "NM931", "NM933")
 def diffusers_cuda_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     """NM131 generators, NM231 attention backends, NM331 regional compile, NM133 offload streams, TODOs."""
     if _is_generator(node, ctx):
@@ -239,7 +239,7 @@ def diffusers_cuda_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     return node
 
 
-@on("Assign")
+@on("Assign", "NM131")
 def generator_binding(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """NM131 in a file whose generators also feed device draws: each assignment decides by its target.
 
@@ -306,7 +306,7 @@ def _native_backend(node: cst.Call, backend: cst.Arg | None, ctx: FileContext) -
     return replace_arg(node, backend, backend.with_changes(value=with_string_value(backend.value, "native")))
 
 
-@on("Assign")
+@on("Assign", "NM231")
 def attention_backend_env(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """NM231: `os.environ["DIFFUSERS_ATTN_BACKEND"] = "flash"` (read when diffusers is imported)."""
     if len(node.targets) != 1 or subscript_key(node.targets[0].target) != "DIFFUSERS_ATTN_BACKEND":
@@ -351,7 +351,7 @@ def _no_streams(node: cst.Call, ctx: FileContext) -> cst.Call:
 # ---- NM332 VAE decode compile ----------------------------------------------------------------
 
 
-@on("Assign")
+@on("Assign", "NM332")
 def vae_compile(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """NM332: `pipe.vae = torch.compile(pipe.vae, ...)` -> `pipe.vae.decode = torch.compile(pipe.vae.decode, ...)`."""
     if len(node.targets) != 1 or type(node.value) is not cst.Call or not ctx.enabled("NM332"):
@@ -403,7 +403,7 @@ def _drop_channels_last(node: cst.Call, ctx: FileContext) -> cst.Call:
     return remove_arg(node, memory_format)
 
 
-@on("Assign")
+@on("Assign", "NM132")
 def channels_last_assignment(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """NM132: `y = x.to(memory_format=torch.channels_last)` -> `y = x`; `x = x.to(...)` goes as a statement."""
     value = node.value
@@ -490,7 +490,7 @@ def _bound(target: cst.BaseExpression) -> set[str]:
     return set()
 
 
-@on("For")
+@on("For", "NM932")
 def loop_shapes(node: cst.For, ctx: FileContext) -> cst.For:
     """NM932: `for size in sizes: pipe(prompt, height=size, width=size)` compiles new graphs every iteration."""
     if not ctx.enabled("NM932") or not is_diffusers_file(ctx):

@@ -60,7 +60,7 @@ def _nccl(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | No
 setting("NM401", r"backend|dist_backend|distributed_backend|process_group_backend", through(_nccl), kwargs=False)
 
 
-@on("Call")
+@on("Call", "NM401", "NM403")
 def distributed_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     qualified = ctx.qualify(node.func) or ""
     if qualified.endswith("init_process_group") and ctx.enabled("NM401"):

@@ -234,7 +234,7 @@ FIELDS: dict[str, Removed] = {
 }
 
 
-@on("ImportFrom")
+@on("ImportFrom", "NM924")
 def removed_trl_import(node: cst.ImportFrom, ctx: FileContext) -> cst.ImportFrom:
     """`from trl import setup_chat_format` fails at import under TRL 1.x, read or not: the import goes.
 
@@ -251,7 +251,7 @@ def removed_trl_import(node: cst.ImportFrom, ctx: FileContext) -> cst.ImportFrom
     return node
 
 
-@on("Call")
+@on("Call", "NM924")
 def removed_trl_call(node: cst.Call, ctx: FileContext) -> cst.Call:
     """A call of a TRL helper removed in 1.x (its import is withdrawn): TODO NM924 on its statement."""
     qualified = ctx.qualify(node.func) or ""
@@ -313,7 +313,7 @@ def _moved_trainer_kwargs(node: cst.Call, name: str, ctx: FileContext) -> None:
     todo(ctx, "NM929", f"TRL 1.x {name} no longer takes these keywords: " + "; ".join(parts))
 
 
-@on("Call")
+@on("Call", "NM701", "NM702", "NM703", "NM704", "NM705", "NM706", "NM707", "NM708", "NM929")
 def drift_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     name = callee_name(node) or ""
     if name.endswith("Trainer"):
@@ -510,7 +510,7 @@ def _model_config_by_name(receiver: str, name: str, ctx: FileContext) -> bool:
     )
 
 
-@on("AnnAssign")
+@on("AnnAssign", "NM927")
 def own_dtype_field(node: cst.AnnAssign, ctx: FileContext) -> cst.AnnAssign:
     """NM927: a script's own dataclass field `torch_dtype`, which YAML recipes migrated by NM818 no longer set.
 
@@ -567,7 +567,7 @@ def _index(value: cst.BaseExpression) -> int | None:
     return None
 
 
-@on("Attribute")
+@on("Attribute", "NM701", "NM702", "NM703", "NM704", "NM705", "NM707", "NM708", "NM709", "NM921")
 def removed_field_read(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     """`training_args.overwrite_output_dir` -> `True`; `.evaluation_strategy` -> `.eval_strategy`; else TODO."""
     if type(node.value) is not cst.Name:

@@ -132,7 +132,7 @@ def _pad(call: cst.Call) -> cst.Call:
     return call
 
 
-@on("Assign")
+@on("Assign", "NM301", "NM303")
 def generate_input_candidates(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """Queue `name = <tokenized or moved tensor>` for the generate-only check (see flow.py)."""
     target = node.targets[0].target
@@ -163,7 +163,7 @@ def generate_input_candidates(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     return node
 
 
-@on("Call")
+@on("Call", "NM301", "NM302", "NM304")
 def generate_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     if method_of(node, "generate"):
         return _generate(node, ctx)

@@ -61,7 +61,7 @@ RULES: tuple[Rule, ...] = (
 EXAMPLE_KERNELS = {"RMSNorm": "acme/rmsnorm-nki:NeuronRMSNorm"}
 
 
-@on("Call")
+@on("Call", "NM212", "NM928")
 def hub_kernel_call(node: cst.Call, ctx: FileContext) -> cst.Call:
     qualified = ctx.qualify(node.func) or ""
     if qualified in _GET_KERNEL:

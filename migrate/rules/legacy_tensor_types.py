@@ -207,7 +207,7 @@ def _build(node: cst.Call, factory: str, legacy: LegacyType, ctx: FileContext) -
     return add_kwarg(call, "device", legacy.device)
 
 
-@on("Call")
+@on("Call", "NM108")
 def legacy_tensor_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     """NM108: `x.type(<legacy type>)` and `<legacy type>(sizes or data)`."""
     if not ctx.enabled("NM108") or not _mentioned(ctx):
@@ -260,7 +260,7 @@ def _is_alias_statement(stmt: cst.BaseStatement, ctx: FileContext) -> str | None
     return name if _legacy(value, ctx) is not None else None
 
 
-@on("SimpleStatementLine")
+@on("SimpleStatementLine", "NM925")
 def legacy_tensor_leftover(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.SimpleStatementLine:
     """NM925 on a statement that still uses a legacy CUDA type (or its alias) after NM108."""
     if not _mentioned(ctx) or _is_alias_statement(node, ctx) is not None:
@@ -270,7 +270,7 @@ def legacy_tensor_leftover(node: cst.SimpleStatementLine, ctx: FileContext) -> c
     return node
 
 
-@on("If")
+@on("If", "NM925")
 def legacy_tensor_test(node: cst.If, ctx: FileContext) -> cst.If:
     """NM925 on `if isinstance(x, torch.cuda.FloatTensor):`, whose test is no simple statement."""
     if _mentioned(ctx) and _uses_legacy(node.test, ctx):
@@ -308,7 +308,7 @@ class _LegacyReference(cst.CSTVisitor):
             self.found = True
 
 
-@on("Module")
+@on("Module", "NM108")
 def unused_aliases(node: cst.Module, ctx: FileContext) -> cst.Module:
     """A module-level alias NM108 rewrote every use of goes (its comments move to the next statement)."""
     if not ctx.enabled("NM108") or not _mentioned(ctx) or not _aliases(ctx):

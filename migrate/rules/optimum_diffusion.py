@@ -425,7 +425,7 @@ def _model_kwargs(
 # ---- the lines after the load -------------------------------------------------------------------
 
 
-@on("SimpleStatementLine")
+@on("SimpleStatementLine", "NM531", "NM533", "NM534")
 def optimum_diffusion_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     """After `pipe = <pipeline load>`: the TP setup before it, adapters and compile lines after it; TP calls."""
     state = _state(ctx)
@@ -573,7 +573,7 @@ _PIPE = "\x00pipe\x00"  # the pipeline's name in adapter lines written before th
 # ---- calls of a migrated pipeline -----------------------------------------------------------------
 
 
-@on("Call")
+@on("Call", "NM531", "NM532", "NM533", "NM534", "NM913", "NM915", "NM917", "NM919", "NM934")
 def optimum_diffusion_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     """Loads (NM531-NM534), `save_pretrained`/`push_to_hub` of a migrated pipeline, its calls (NM532)."""
     func = node.func

@@ -413,7 +413,7 @@ def inlined_dict(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
     return None
 
 
-@on("Call")
+@on("Call", "NM511", "NM513", "NM515", "NM913", "NM915", "NM917", "NM919")
 def optimum_inference_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     func = node.func
     if type(func) is cst.Attribute:
@@ -440,7 +440,7 @@ def optimum_inference_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpressi
     return node
 
 
-@on("Assign")
+@on("Assign", "NM511", "NM514", "NM913")
 def bind_models(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """Remember which variable holds which export (for NM512/NM514), and `get_neuron_config` results."""
     if len(node.targets) != 1:
@@ -500,7 +500,7 @@ def _encoder_inputs(node: cst.Assign, ctx: FileContext, model: str, export: _Exp
     return node.with_changes(value=moved_call.with_changes(func=moved_call.func.with_changes(value=wrap_long(new))))
 
 
-@on("SimpleStatementLine")
+@on("SimpleStatementLine", "NM512")
 def static_cache(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     """After `model = <decoder load>`, fix the cache to the export's `sequence_length`."""
     state = _state(ctx)
@@ -537,7 +537,7 @@ _SHAPE_ATTRIBUTES = {
 }
 
 
-@on("Attribute")
+@on("Attribute", "NM512", "NM919")
 def export_values(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     """`model.neuron_config.batch_size` / `cfg.sequence_length` -> the value given at export."""
     shape = _SHAPE_ATTRIBUTES.get(node.attr.value)
@@ -559,7 +559,7 @@ def export_values(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     return value
 
 
-@on("Subscript")
+@on("Subscript", "NM512")
 def old_export_values(node: cst.Subscript, ctx: FileContext) -> cst.BaseExpression:
     """<=0.3 `model.config.neuron["batch_size"]` -> the value given at export."""
     owner = node.value

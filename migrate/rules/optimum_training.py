@@ -470,7 +470,7 @@ def _literal_tp_config(ctx: FileContext) -> cst.BaseExpression | None:
     return _distributed_config(ctx, tp, func)
 
 
-@on("Call")
+@on("Call", "NM502", "NM503", "NM504", "NM505", "NM506", "NM508", "NM910", "NM911", "NM912", "NM914")
 def optimum_training_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     name = _qualified_name(node.func, ctx)
     if name in _ARGS:
@@ -516,7 +516,7 @@ def trn_config_binding(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     return node
 
 
-@on("Attribute")
+@on("Attribute", "NM503", "NM505")
 def dropped_field_read(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     """`training_args.tensor_parallel_size` after `tensor_parallel_size=8` was dropped from the
     call that built `training_args` reads the value it was given (`8`): the native arguments
@@ -533,7 +533,7 @@ def dropped_field_read(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpress
     return value
 
 
-@on("Attribute")
+@on("Attribute", "NM914")
 def cli_parallel_attribute(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression:
     """`training_args.tensor_parallel_size` no longer exists once the arguments are native."""
     if type(node) is cst.Attribute and node.attr.value == "tensor_parallel_size" and _cli_arguments(ctx):
@@ -564,7 +564,7 @@ def sdk_patching(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | None:
     return None
 
 
-@on("With")
+@on("With", "NM505", "NM507")
 def lazy_load(node: cst.With, ctx: FileContext) -> HookResult:
     """Unwrap `with lazy_load_for_parallelism(...):`; other context managers in the same `with` stay."""
     items = [

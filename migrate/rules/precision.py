@@ -149,7 +149,7 @@ class _References:
     written: dict[int, tuple[cst.BaseExpression, cst.Attribute, str]] = field(default_factory=dict)
 
 
-@on("Attribute")
+@on("Attribute", "NM204", "NM205")
 def cuda_amp_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     """`autocast = torch.cuda.amp.autocast if fp16 else nullcontext`: a reference, called later, as a call would be.
 
@@ -182,7 +182,7 @@ def unused_functools(node: cst.Module, ctx: FileContext) -> cst.Module:
     return node
 
 
-@on("Call")
+@on("Call", "NM201", "NM202", "NM203", "NM204", "NM205", "NM206")
 def precision_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     references = ctx.family_state.get("amp-references")
     if isinstance(references, _References) and id(node.func) in references.written:
@@ -298,7 +298,7 @@ def _code(node: cst.CSTNode) -> str:
 _KWARGS_DICT = re.compile(r"\w*kwargs\w*|\w*_args")
 
 
-@on("Subscript")
+@on("Subscript", "NM203")
 def torch_dtype_subscript(node: cst.Subscript, ctx: FileContext) -> cst.Subscript:
     """`model_kwargs["torch_dtype"] = ...` (and reads of it) -> `model_kwargs["dtype"]`.
 
@@ -316,7 +316,7 @@ def torch_dtype_subscript(node: cst.Subscript, ctx: FileContext) -> cst.Subscrip
     return node.with_changes(slice=[node.slice[0].with_changes(slice=key)])
 
 
-@on("DictElement")
+@on("DictElement", "NM203")
 def torch_dtype_key(node: cst.DictElement, ctx: FileContext) -> cst.DictElement:
     """`{"torch_dtype": ...}` in model kwargs dicts -> `{"dtype": ...}`."""
     if (

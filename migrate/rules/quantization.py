@@ -141,7 +141,7 @@ def _without_quantized_keys(node: cst.Dict, ctx: FileContext) -> cst.Dict | None
     return node.with_changes(elements=keep)
 
 
-@on("Assign")
+@on("Assign", "NM209")
 def quantized_kwargs_dict(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     """`model_kwargs = {"quantization_config": q, ...}`: the keys go, the dict stays."""
     if type(node.value) is not cst.Dict or len(node.targets) != 1 or not ctx.enabled("NM209"):
@@ -152,7 +152,7 @@ def quantized_kwargs_dict(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     return node if pruned is None else node.with_changes(value=pruned)
 
 
-@on("SimpleStatementLine")
+@on("SimpleStatementLine", "NM209", "NM908")
 def quantized_key_assignment(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     """`model_kwargs["quantization_config"] = bnb_config` goes, like the keyword it becomes.
 
@@ -176,7 +176,7 @@ def quantized_key_assignment(node: cst.SimpleStatementLine, ctx: FileContext) ->
     return cst.RemoveFromParent()
 
 
-@on("Call")
+@on("Call", "NM209", "NM210", "NM908")
 def drop_quantization(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     layers = ctx.family_state.get("bnb-layers")
     if isinstance(layers, _Layers) and id(node.func) in layers.replaced:
@@ -259,7 +259,7 @@ class _Layers:
     replaced: dict[int, tuple[cst.Attribute, cst.Attribute]] = field(default_factory=dict)
 
 
-@on("Attribute")
+@on("Attribute", "NM209", "NM210")
 def bnb_optimizer_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     """`optimizer_cls = bnb.optim.AdamW8bit` (diffusers) -> `torch.optim.AdamW`; `bnb.nn.Linear4bit` -> `torch.nn.Linear`.
 
@@ -283,7 +283,7 @@ def bnb_optimizer_reference(node: cst.Attribute, ctx: FileContext) -> cst.BaseEx
     return node
 
 
-@on("SimpleStatementLine")
+@on("SimpleStatementLine", "NM211")
 def kbit_preparation(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     if len(node.body) != 1 or not ctx.enabled("NM211"):
         return node

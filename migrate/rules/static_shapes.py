@@ -83,7 +83,7 @@ def _train_loader(node: cst.Call, ctx: FileContext) -> bool:
     return shuffle is not None and type(shuffle.value) is cst.Name and shuffle.value.value == "True"
 
 
-@on("Call")
+@on("Call", "NM305", "NM306", "NM307")
 def static_shapes(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     name = callee_name(node)
     if name == "DataLoader" and ctx.enabled("NM305"):

@@ -101,7 +101,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-@on("Call")
+@on("Call", "NM521", "NM522", "NM523", "NM922")
 def tensor_parallel_call(node: cst.Call, ctx: FileContext) -> cst.CSTNode:
     """NM521 on `from_pretrained`, NM522 on training arguments, NM922 on consolidation calls."""
     qualified = ctx.qualify(node.func) or ""

@@ -114,7 +114,7 @@ def _reads_neuron(node: cst.BaseExpression, ctx: FileContext) -> bool:
     return reads.found
 
 
-@on("Call")
+@on("Call", "NM104")
 def cuda_label(node: cst.Call, ctx: FileContext) -> cst.Call:
     """`print("CUDA available:", torch.neuron.is_available())` -> `print("Neuron available:", ...)`, where NM104
     rewrote the value in this statement."""
@@ -129,7 +129,7 @@ def cuda_label(node: cst.Call, ctx: FileContext) -> cst.Call:
     return node if args == list(node.args) else node.with_changes(args=args)
 
 
-@on("FormattedString")
+@on("FormattedString", "NM104")
 def cuda_label_in_fstring(node: cst.FormattedString, ctx: FileContext) -> cst.FormattedString:
     """`f"GPU count: {torch.neuron.device_count()}"` -> `f"NeuronCore count: {...}"`, as `cuda_label`."""
     if "NM104" not in ctx.frames[-1].hits:

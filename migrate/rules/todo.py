@@ -53,7 +53,7 @@ _CUDA_RUNTIME = (
 _IMPORT_MESSAGES = {"bitsandbytes": BNB_LEFT}
 
 
-@on("Import")
+@on("Import", "NM901", "NM902", "NM905", "NM906", "NM907", "NM908")
 def import_todo(node: cst.Import, ctx: FileContext) -> cst.Import:
     for alias in node.names:
         head = cst.Module([]).code_for_node(alias.name).split(".")[0]
@@ -62,7 +62,7 @@ def import_todo(node: cst.Import, ctx: FileContext) -> cst.Import:
     return node
 
 
-@on("ImportFrom")
+@on("ImportFrom", "NM901", "NM902", "NM905", "NM906", "NM907", "NM908")
 def import_from_todo(node: cst.ImportFrom, ctx: FileContext) -> cst.ImportFrom:
     if node.module is not None and not node.relative:
         head = cst.Module([]).code_for_node(node.module).split(".")[0]
@@ -71,7 +71,7 @@ def import_from_todo(node: cst.ImportFrom, ctx: FileContext) -> cst.ImportFrom:
     return node
 
 
-@on("Call")
+@on("Call", "NM902", "NM903", "NM904", "NM905", "NM908", "NM909", "NM926")
 def call_todo(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     qualified = ctx.qualify(node.func) or ""
     if qualified.startswith("torch.cuda."):
@@ -104,7 +104,7 @@ def call_todo(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     return node
 
 
-@on("Attribute")
+@on("Attribute", "NM903")
 def attribute_todo(node: cst.Attribute, ctx: FileContext) -> cst.Attribute:
     """`with torch.cuda.stream(s):` is a call, but `torch.cuda.graphs`/`nvtx` may be used bare."""
     if node.attr.value in ("nvtx", "CUDAGraph") and (ctx.qualify(node) or "").startswith("torch.cuda."):

@@ -53,7 +53,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-@on("SimpleStatementLine")
+@on("SimpleStatementLine", "NM710")
 def moved_trl_import(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     """`from trl import DPOConfig, ORPOConfig` -> `from trl import DPOConfig` + `from trl.experimental.orpo import ...`
     (and `from trl.commands.cli_utils import TrlParser` -> `from trl import TrlParser`)."""
@@ -98,7 +98,7 @@ def _commas(aliases: list[cst.ImportAlias]) -> list[cst.ImportAlias]:
     return [alias.with_changes(comma=comma) for alias in aliases[:-1]] + aliases[-1:]
 
 
-@on("Attribute")
+@on("Attribute", "NM710")
 def moved_trl_attribute(node: cst.Attribute, ctx: FileContext) -> cst.BaseExpression:
     """`trl.ORPOConfig(...)` -> `ORPOConfig(...)`, imported from its `trl.experimental` module."""
     target = MOVED.get(node.attr.value)

@@ -256,7 +256,7 @@ def _device(ctx: FileContext, index: cst.BaseExpression | None) -> cst.BaseExpre
     return cst.parse_expression(f'{torch}.device("neuron")')
 
 
-@on("Call")
+@on("Call", "NM602", "NM604", "NM605", "NM606", "NM607", "NM610", "NM916", "NM918")
 def xla_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     qualified = ctx.qualify(node.func) or ""
     if qualified in _DEVICE and ctx.enabled("NM602"):
@@ -391,7 +391,7 @@ def loader_binding(node: cst.Assign, ctx: FileContext) -> cst.Assign:
     return node
 
 
-@on("For")
+@on("For", "NM605", "NM918")
 def move_batches(node: cst.For, ctx: FileContext) -> cst.For:
     """First statement of a loop over an unwrapped loader: move the batch to the device."""
     state = _state(ctx)
@@ -439,7 +439,7 @@ def _move(target: cst.BaseExpression, device: cst.BaseExpression, body: cst.Inde
     return f"{name} = {name}.to({dev})"
 
 
-@on("SimpleStatementLine")
+@on("SimpleStatementLine", "NM607", "NM608", "NM609", "NM916", "NM917", "NM918", "NM920")
 def xla_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     """Rewrites that turn one call statement into another statement shape."""
     call = call_statement(node)
@@ -612,7 +612,7 @@ def xla_only_statement(stmt: cst.BaseStatement, ctx: FileContext) -> Removal | N
     return None
 
 
-@on("If")
+@on("If", "NM607")
 def repeated_guard(node: cst.If, ctx: FileContext) -> cst.If:
     """`if xm.is_master_ordinal(): xm.save(...)`: both become `LOCAL_RANK == 0` checks, so the
     guard the `save` rewrite adds repeats the one around it; the inner copy goes."""

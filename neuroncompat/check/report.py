@@ -2,7 +2,8 @@
 
 The JSON's schema ships in the package, so a tool reading the report can validate it against the installed
 version (``importlib.resources.files("neuroncompat.check") / "report.schema.json"``; ``"schema":
-"neuroncompat.check/1"``, fields only ever added within a version).
+"neuroncompat.check/1"``, fields only ever added within a version), generated from
+:mod:`~neuroncompat.check.report_types`.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -276,177 +277,218 @@ class UnreadableConfig(Exception):
     reported as such (``check`` exits 2) rather than as a traceback."""
 
 
-def run(
-    config_path: Path, tensor_parallel: bool = False, announce: Callable[[str], None] = lambda step: None
-) -> dict[str, Any]:
-    """Check one model; ``announce`` is told each step as it starts (the progress line, ``check/progress.py``)."""
+def _read_config(config_path: Path) -> Any:
     from transformers import AutoConfig
 
-    announce("build")
-
-    began = time.perf_counter()
     try:
-        full = AutoConfig.from_pretrained(config_path)
+        return AutoConfig.from_pretrained(config_path)
     except Exception as exc:  # whatever transformers raises for a config it cannot read
         raise UnreadableConfig(
             f"transformers cannot read {config_path.name}: {type(exc).__name__}: {_message(exc)}"
         ) from exc
-    dtype = full.dtype if isinstance(getattr(full, "dtype", None), torch.dtype) else torch.float32
-    state: dict[str, Any] = {}
+
+
+@dataclass
+class _Subject:
+    """What the stages share: the tiny model saved in ``directory``, and the CPU and device copies ``load`` makes.
+
+    ``unbuilt`` is why no tiny model could be built (the load stage reports it); ``neuron`` stays None until the
+    device copy loads, and the stages after ``load`` are skipped without it.
+    """
+
+    config: Any
+    dtype: torch.dtype
+    directory: str
+    # reloaded through its class: a multimodal model's saved config may be its text config's (Emu3), which the
+    # auto mapping does not take back
+    model_class: Any
+    parameters: int = 0
+    unbuilt: CpuReferenceError | None = None
+    cpu: Any = None
+    neuron: Any = None
+
+
+def _load(subject: _Subject) -> str:
+    if subject.unbuilt is not None:
+        raise subject.unbuilt
+    subject.cpu = subject.model_class.from_pretrained(subject.directory, dtype=subject.dtype)
+    subject.neuron = model = subject.model_class.from_pretrained(
+        subject.directory, device_map="neuron", dtype=subject.dtype
+    )
+    off = sorted({str(p.device) for p in model.parameters() if p.device.type != "neuron"})
+    if off:
+        raise AssertionError(f"parameters left on {', '.join(off)}")
+    return f"{subject.parameters:,} parameters on {next(model.parameters()).device}"
+
+
+def _generate(subject: _Subject) -> str:
+    prompt = _batch()[:1, :PROMPT_TOKENS]
+    kwargs = dict(max_new_tokens=NEW_TOKENS, do_sample=False, cache_implementation="static")
+    cpu = _on_cpu(lambda: subject.cpu.eval().generate(prompt, **kwargs))
+    device = subject.neuron.eval().generate(prompt.to("neuron"), **kwargs).cpu()
+    if not torch.equal(cpu, device):
+        raise AssertionError(
+            f"tokens differ from the CPU's: {device[0, PROMPT_TOKENS:].tolist()} vs {cpu[0, PROMPT_TOKENS:].tolist()}"
+        )
+    return f"{NEW_TOKENS} greedy tokens equal the CPU's"
+
+
+def _cpu_step(subject: _Subject) -> tuple[tuple[float, float], int]:
+    """The CPU reference's training step from the stages' seed, its random draws made on the device
+    (:class:`_DrawsOnDevice`): its loss and gradient norm, and how many draws it moved."""
+    draws = _DrawsOnDevice()
+
+    def reference() -> tuple[float, float]:
+        torch.manual_seed(_SEED)  # seeds the CPU and every core
+        with draws:
+            return _step(subject.cpu, subject.cpu, "cpu")
+
+    return _on_cpu(reference), draws.draws
+
+
+def _train(subject: _Subject, compiled: bool) -> str:
+    cpu, draws = _cpu_step(subject)
+    model = subject.neuron
+    forward = torch.compile(model, backend="neuron") if compiled else model
+    torch.manual_seed(_SEED)
+    device = _step(model, forward, "neuron")
+    if not (_close(device[0], cpu[0], subject.dtype) and _close(device[1], cpu[1], subject.dtype)):
+        raise AssertionError(f"loss {device[0]:.6g}, grad norm {device[1]:.6g} vs the CPU's {cpu[0]:.6g}, {cpu[1]:.6g}")
+    same = f"; {draws} random draws, the same on both" if draws else ""
+    return f"loss {device[0]:.6g}, grad norm {device[1]:.6g} (CPU {cpu[0]:.6g}, {cpu[1]:.6g}){same}"
+
+
+def _train_eager(subject: _Subject) -> str:
+    return _train(subject, compiled=False)
+
+
+def _train_compiled(subject: _Subject) -> str:
+    return _train(subject, compiled=True)
+
+
+def _run_ranks(directory: str) -> list[dict[str, Any]]:
+    """What each of the 2 tensor-parallel ranks (:mod:`neuroncompat.check.tp_rank`) saw, run under torchrun."""
+    with tempfile.TemporaryDirectory(prefix="neuroncompat-check-tp-") as scratch:
+        prefix = str(Path(scratch) / "rank")
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+        command += ["--master_port", str(port), "-m", "neuroncompat.check.tp_rank", directory, prefix]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TP_TIMEOUT_S)
+        if done.returncode != 0:
+            raise _rank_error(done.returncode, done.stderr + done.stdout)
+        return [json.loads(Path(f"{prefix}.{rank}.json").read_text()) for rank in (0, 1)]
+
+
+def _tensor_parallel(subject: _Subject) -> str:
+    if not getattr(subject.config, "base_model_tp_plan", None):
+        raise _Skipped("no tensor-parallel plan in the config (base_model_tp_plan)")
+    prompt = _batch()[:1, :PROMPT_TOKENS]
+    tokens = _on_cpu(
+        lambda: subject.cpu.eval().generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False)[0].tolist()
+    )
+    cpu, _ = _cpu_step(subject)
+    ranks = _run_ranks(subject.directory)
+    for r in ranks:
+        if r["devices"] != [f"neuron:{r['rank']}"] or not r["sharded"]:
+            raise AssertionError(f"rank {r['rank']}: {r['sharded']} parameters sharded, on {r['devices']}")
+        if r["tokens"] != tokens:
+            raise AssertionError(
+                f"rank {r['rank']}'s tokens differ from the CPU's: {r['tokens'][PROMPT_TOKENS:]} vs "
+                f"{tokens[PROMPT_TOKENS:]}"
+            )
+        if not (_close(r["loss"], cpu[0], subject.dtype) and _close(r["grad_norm"], cpu[1], subject.dtype)):
+            raise AssertionError(
+                f"rank {r['rank']}: loss {r['loss']:.6g}, grad norm {r['grad_norm']:.6g} vs the CPU's "
+                f"{cpu[0]:.6g}, {cpu[1]:.6g}"
+            )
+    return (
+        f"2 ranks, {ranks[0]['sharded']} of {ranks[0]['parameters']} parameters sharded; {NEW_TOKENS} greedy "
+        f"tokens equal the CPU's; loss {ranks[0]['loss']:.6g}, grad norm {ranks[0]['grad_norm']:.6g} "
+        f"(CPU {cpu[0]:.6g}, {cpu[1]:.6g})"
+    )
+
+
+_STAGE_FUNCTIONS: dict[str, Callable[[_Subject], str]] = {
+    "load": _load,
+    "generate": _generate,
+    "train-eager": _train_eager,
+    "train-compiled": _train_compiled,
+    "tensor-parallel": _tensor_parallel,
+}
+
+
+def _run_stage(name: str, subject: _Subject, recorder: record.Recorder, patches: _PatchLog) -> dict[str, Any]:
+    """One stage's entry: its status and detail or first error, its time, and what it compiled, found and patched.
+
+    A stage's failure is its result: the next stage still runs."""
+    patches.ids.clear()
+    torch._dynamo.reset()
+    before = recorder.snapshot()
+    start = time.perf_counter()
+    entry: dict[str, Any] = {"stage": name}
     try:
-        built, config = _build(full, dtype)
-    except CpuReferenceError as exc:  # the load stage reports it; the others are skipped
-        built, config, state["unbuilt"] = None, full, exc
-    recorder = record.start(tempfile.mkdtemp(prefix="neuroncompat-check-"))
-    patches = _PatchLog()
-    logging.getLogger("neuroncompat").addHandler(patches)
-    logging.getLogger("neuroncompat").setLevel(logging.INFO)
-    result: dict[str, Any] = {
+        entry.update(status="pass", detail=_STAGE_FUNCTIONS[name](subject))
+    except _Skipped as exc:
+        entry.update(status="skipped", detail=str(exc))
+    except _RankError as exc:
+        entry.update(status="fail", error=str(exc)[:500], **exc.where)
+    except CpuReferenceError as exc:  # not a Neuron verdict: the CPU run of the same model fails
+        cause = exc.__cause__ or exc
+        entry.update(status="cpu-fails", error=f"the CPU fails too: {_message(exc)}"[:500], **_where(cause))
+    except Exception as exc:
+        entry.update(status="fail", error=f"{type(exc).__name__}: {_message(exc)}"[:500], **_where(exc))
+    entry["seconds"] = round(time.perf_counter() - start, 2)
+    entry.update(_delta(before, recorder.snapshot()))
+    entry["recompiles"] = recompiles()  # this stage's: torch._dynamo.reset() above forgot the others
+    entry["patches"] = list(patches.ids)
+    return entry
+
+
+def _header(config: Any, dtype: torch.dtype, built: bool) -> dict[str, Any]:
+    """The report's description of the model checked, before its stages."""
+    return {
         "architecture": (config.architectures or [type(config).__name__])[0],
         "model_type": config.model_type,
         "dtype": str(dtype).removeprefix("torch."),
         # a multimodal config: its language model's; none where no depth is named (BLT's byte-level sub-models)
-        "layers": None if built is None else getattr(config.get_text_config(), "num_hidden_layers", None),
+        "layers": getattr(config.get_text_config(), "num_hidden_layers", None) if built else None,
         "parameters": 0,
         "stages": [],
     }
+
+
+def run(
+    config_path: Path, tensor_parallel: bool = False, announce: Callable[[str], None] = lambda step: None
+) -> dict[str, Any]:
+    """Check one model; ``announce`` is told each step as it starts (the progress line, ``check/progress.py``)."""
+    announce("build")
+    began = time.perf_counter()
+    full = _read_config(config_path)
+    dtype = full.dtype if isinstance(getattr(full, "dtype", None), torch.dtype) else torch.float32
+    unbuilt = None
+    try:
+        built, config = _build(full, dtype)
+    except CpuReferenceError as exc:  # the load stage reports it; the others are skipped
+        built, config, unbuilt = None, full, exc
+    recorder = record.start(tempfile.mkdtemp(prefix="neuroncompat-check-"))
+    patches = _PatchLog()
+    logging.getLogger("neuroncompat").addHandler(patches)
+    logging.getLogger("neuroncompat").setLevel(logging.INFO)
+    result = _header(config, dtype, built is not None)
     with tempfile.TemporaryDirectory(prefix="neuroncompat-check-model-") as directory:
-        # reloaded through its class: a multimodal model's saved config may be its text config's (Emu3), which the
-        # auto mapping does not take back
-        model_class: Any = type(built)
+        subject = _Subject(config, dtype, directory, type(built), unbuilt=unbuilt)
         if built is not None:
             built.save_pretrained(directory)
-            result["parameters"] = sum(p.numel() for p in built.parameters())
+            result["parameters"] = subject.parameters = sum(p.numel() for p in built.parameters())
             del built
-
-        def load() -> str:
-            if "unbuilt" in state:
-                raise state["unbuilt"]
-            state["cpu"] = model_class.from_pretrained(directory, dtype=dtype)
-            state["neuron"] = model = model_class.from_pretrained(directory, device_map="neuron", dtype=dtype)
-            off = sorted({str(p.device) for p in model.parameters() if p.device.type != "neuron"})
-            if off:
-                raise AssertionError(f"parameters left on {', '.join(off)}")
-            return f"{result['parameters']:,} parameters on {next(model.parameters()).device}"
-
-        def generate() -> str:
-            prompt = _batch()[:1, :PROMPT_TOKENS]
-            kwargs = dict(max_new_tokens=NEW_TOKENS, do_sample=False, cache_implementation="static")
-            cpu = _on_cpu(lambda: state["cpu"].eval().generate(prompt, **kwargs))
-            device = state["neuron"].eval().generate(prompt.to("neuron"), **kwargs).cpu()
-            if not torch.equal(cpu, device):
-                raise AssertionError(
-                    f"tokens differ from the CPU's: {device[0, PROMPT_TOKENS:].tolist()} vs {cpu[0, PROMPT_TOKENS:].tolist()}"
-                )
-            return f"{NEW_TOKENS} greedy tokens equal the CPU's"
-
-        def train(compiled: bool) -> Callable[[], str]:
-            def stage() -> str:
-                draws = _DrawsOnDevice()
-
-                def reference() -> tuple[float, float]:
-                    torch.manual_seed(_SEED)  # seeds the CPU and every core
-                    with draws:
-                        return _step(state["cpu"], state["cpu"], "cpu")
-
-                cpu = _on_cpu(reference)
-                model = state["neuron"]
-                forward = torch.compile(model, backend="neuron") if compiled else model
-                torch.manual_seed(_SEED)
-                device = _step(model, forward, "neuron")
-                if not (_close(device[0], cpu[0], dtype) and _close(device[1], cpu[1], dtype)):
-                    raise AssertionError(
-                        f"loss {device[0]:.6g}, grad norm {device[1]:.6g} vs the CPU's {cpu[0]:.6g}, {cpu[1]:.6g}"
-                    )
-                same = f"; {draws.draws} random draws, the same on both" if draws.draws else ""
-                return f"loss {device[0]:.6g}, grad norm {device[1]:.6g} (CPU {cpu[0]:.6g}, {cpu[1]:.6g}){same}"
-
-            return stage
-
-        def tensor_parallel_stage() -> str:
-            if not getattr(config, "base_model_tp_plan", None):
-                raise _Skipped("no tensor-parallel plan in the config (base_model_tp_plan)")
-            prompt = _batch()[:1, :PROMPT_TOKENS]
-            tokens = _on_cpu(
-                lambda: state["cpu"].eval().generate(prompt, max_new_tokens=NEW_TOKENS, do_sample=False)[0].tolist()
-            )
-            draws = _DrawsOnDevice()
-
-            def reference() -> tuple[float, float]:
-                torch.manual_seed(_SEED)
-                with draws:
-                    return _step(state["cpu"], state["cpu"], "cpu")
-
-            cpu = _on_cpu(reference)
-            with tempfile.TemporaryDirectory(prefix="neuroncompat-check-tp-") as scratch:
-                prefix = str(Path(scratch) / "rank")
-                with socket.socket() as free:
-                    free.bind(("127.0.0.1", 0))
-                    port = free.getsockname()[1]
-                command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
-                command += ["--master_port", str(port), "-m", "neuroncompat.check.tp_rank", directory, prefix]
-                done = subprocess.run(command, capture_output=True, text=True, timeout=TP_TIMEOUT_S)
-                if done.returncode != 0:
-                    raise _rank_error(done.returncode, done.stderr + done.stdout)
-                ranks = [json.loads(Path(f"{prefix}.{rank}.json").read_text()) for rank in (0, 1)]
-            for r in ranks:
-                if r["devices"] != [f"neuron:{r['rank']}"] or not r["sharded"]:
-                    raise AssertionError(f"rank {r['rank']}: {r['sharded']} parameters sharded, on {r['devices']}")
-                if r["tokens"] != tokens:
-                    raise AssertionError(
-                        f"rank {r['rank']}'s tokens differ from the CPU's: {r['tokens'][PROMPT_TOKENS:]} vs "
-                        f"{tokens[PROMPT_TOKENS:]}"
-                    )
-                if not (_close(r["loss"], cpu[0], dtype) and _close(r["grad_norm"], cpu[1], dtype)):
-                    raise AssertionError(
-                        f"rank {r['rank']}: loss {r['loss']:.6g}, grad norm {r['grad_norm']:.6g} vs the CPU's "
-                        f"{cpu[0]:.6g}, {cpu[1]:.6g}"
-                    )
-            return (
-                f"2 ranks, {ranks[0]['sharded']} of {ranks[0]['parameters']} parameters sharded; {NEW_TOKENS} greedy "
-                f"tokens equal the CPU's; loss {ranks[0]['loss']:.6g}, grad norm {ranks[0]['grad_norm']:.6g} "
-                f"(CPU {cpu[0]:.6g}, {cpu[1]:.6g})"
-            )
-
-        stages: dict[str, Callable[[], str]] = {
-            "load": load,
-            "generate": generate,
-            "train-eager": train(False),
-            "train-compiled": train(True),
-        }
-        if tensor_parallel:
-            stages["tensor-parallel"] = tensor_parallel_stage
-        for name, stage in stages.items():
+        for name in STAGES if tensor_parallel else STAGES[:-1]:
             announce(name)
-            needs = "load" if name != "load" else None
-            if needs and "neuron" not in state:
+            if name != "load" and subject.neuron is None:
                 result["stages"].append({"stage": name, "status": "skipped", "detail": "the model did not load"})
                 continue
-            patches.ids.clear()
-            torch._dynamo.reset()
-            before = recorder.snapshot()
-            start = time.perf_counter()
-            entry: dict[str, Any] = {"stage": name}
-            try:
-                entry.update(status="pass", detail=stage())
-            except _Skipped as exc:
-                entry.update(status="skipped", detail=str(exc))
-            except _RankError as exc:
-                entry.update(status="fail", error=str(exc)[:500], **exc.where)
-            except CpuReferenceError as exc:  # not a Neuron verdict: the CPU run of the same model fails
-                cause = exc.__cause__ or exc
-                entry.update(status="cpu-fails", error=f"the CPU fails too: {_message(exc)}"[:500], **_where(cause))
-            except Exception as exc:  # a stage's failure is its result; the next stage still runs
-                entry.update(
-                    status="fail",
-                    error=f"{type(exc).__name__}: {_message(exc)}"[:500],
-                    **_where(exc),
-                )
-            entry["seconds"] = round(time.perf_counter() - start, 2)
-            entry.update(_delta(before, recorder.snapshot()))
-            entry["recompiles"] = recompiles()  # this stage's: torch._dynamo.reset() above forgot the others
-            entry["patches"] = list(patches.ids)
-            result["stages"].append(entry)
+            result["stages"].append(_run_stage(name, subject, recorder, patches))
     logging.getLogger("neuroncompat").removeHandler(patches)  # a later model in this process has its own
     result["seconds"] = round(time.perf_counter() - began, 2)  # this model's, without the process's start
     return result

@@ -7,7 +7,7 @@ are deterministic for a deterministic script (no timings, no absolute paths unde
 or the working directory).
 
 JSON schema: ``docs/simulate-report.schema.json`` (``"schema": "neuroncompat.simulate/1"``; fields
-are only ever added). Per rank: the compiled graphs grouped by compiled function and location,
+are only ever added), generated from :mod:`~neuroncompat.simulate.report_types`. Per rank: the compiled graphs grouped by compiled function and location,
 their inputs named as the user's code names them; the eager forward shapes per module and
 location; ``warnings`` where a location churns shapes (with the fixes from
 :mod:`~neuroncompat.simulate.advice`) or compiles graphs Neuron rejects; and ``findings``: graph

@@ -1,13 +1,18 @@
 """docs/rules.md is generated from the registry and must not drift from it; `--explain` finds a rule by id."""
 
+import ast
+import inspect
+import re
 from pathlib import Path
+from types import ModuleType
 
 from click.testing import CliRunner
 
 from migrate.cli import main
 from migrate.docs import rules_markdown
-from migrate.rule_families import all_rules
+from migrate.rule_families import all_rules, family_modules
 from migrate.rule_sources import places
+from migrate.rules.base import RULES_ATTRIBUTE, hooks_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +32,7 @@ def test_explain():
 
 def test_explain_says_where_the_rule_is_declared_and_applied():
     out = CliRunner().invoke(main, ["--explain", "NM905"]).stdout
-    head = out.splitlines()[:4]
+    head = out.splitlines()[:5]
     assert head[:2] == ["NM905 custom-kernels", "fix safety: safe"]
     declared = head[2].removeprefix("declared at: ")
     applied = head[3].removeprefix("applied at: ").split(", ")
@@ -37,7 +42,59 @@ def test_explain_says_where_the_rule_is_declared_and_applied():
     todo_lines = (ROOT / "migrate/rules/todo.py").read_text().splitlines()
     hooks = [int(p.split(":")[1]) for p in applied if p.startswith("migrate/rules/todo.py:")]
     assert any('todo(ctx, "NM905")' in todo_lines[line - 1] for line in hooks)
+    tagged = head[4].removeprefix("hooks: ").split(", ")
+    assert [hook.split(" ", 1)[1] for hook in tagged] == [
+        "import_todo (Import)",
+        "import_from_todo (ImportFrom)",
+        "call_todo (Call)",
+    ]
+    hook_path, hook_line = tagged[0].split(" ")[0].split(":")
+    assert (ROOT / hook_path).read_text().splitlines()[int(hook_line) - 1].startswith("def import_todo(")
     assert "## NM905 `custom-kernels`" in out  # then the rule's doc
+
+
+_RULE_ID = re.compile(r"^NM\d{3}$")
+
+
+def _named_ids(module: ModuleType) -> dict[str, set[str]]:
+    """The rule ids each function of `module` names: in its body, and in the module's tables and functions it uses."""
+    top: dict[str, ast.AST] = {}
+    for node in ast.parse(inspect.getsource(module)).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    top[target.id] = node
+        elif isinstance(node, ast.FunctionDef):
+            top[node.name] = node
+
+    def named(node: ast.AST, seen: set[str]) -> set[str]:
+        found: set[str] = set()
+        for child in ast.walk(node):
+            if isinstance(child, ast.Constant) and isinstance(child.value, str) and _RULE_ID.match(child.value):
+                found.add(child.value)
+            elif isinstance(child, ast.Name) and child.id in top and child.id not in seen:
+                seen.add(child.id)
+                found |= named(top[child.id], seen)
+        return found
+
+    return {
+        name: named(ast.Module(node.body, []), {name})
+        for name, node in top.items()
+        if isinstance(node, ast.FunctionDef)
+    }
+
+
+def test_each_hook_is_tagged_with_the_rules_its_code_names():
+    """A hook's `@on(node, *ids)` tag is where a reader (and `--explain`) finds the code of a rule: it names exactly
+    the ids the hook's code names, directly or through its module's tables and helpers."""
+    wrong = {}
+    for module in family_modules():
+        names = _named_ids(module)
+        for _, hook in hooks_of(module):
+            tagged, named = set(getattr(hook, RULES_ATTRIBUTE)), names[hook.__name__]
+            if tagged != named:
+                wrong[f"{module.__name__}.{hook.__name__}"] = (sorted(tagged), sorted(named))
+    assert wrong == {}, "tag (left) differs from the ids the hook's code names (right)"
 
 
 def test_every_rule_is_declared_in_exactly_one_place():
