@@ -326,6 +326,20 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
     show_default=True,
     help="Whose NeuronCore to compare with: trn2 24 GiB (default LNC=2), trn2-lnc1 12 GiB, trn1 16 GiB.",
 )
+@click.option(
+    "--tp",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Tensor-parallel ranks: the model's own TP plan (transformers' DistributedConfig(tp_size=...)).",
+)
+@click.option(
+    "--fsdp",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="FSDP2 ranks sharding parameters, gradients and optimizer states (DistributedConfig(fsdp_size=...)).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.argument("model")
 def plan(
@@ -338,6 +352,8 @@ def plan(
     gradient_checkpointing: bool,
     max_new_tokens: int,
     instance: str,
+    tp: int,
+    fsdp: int,
     fmt: str,
     model: str,
 ) -> None:
@@ -348,7 +364,7 @@ def plan(
         settings = planner.PlanSettings(
             task, batch_size, seq_len, dtype, autocast, optimizer, gradient_checkpointing, max_new_tokens
         )
-        result = planner.plan(model, settings, instance)
+        result = planner.plan(model, settings, instance, planner.Layout(tp, fsdp))
     except planner.PlanInputError as exc:
         raise InputError(str(exc)) from exc
     click.echo(plan_report.RENDERERS[fmt](result))

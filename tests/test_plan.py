@@ -145,3 +145,41 @@ def test_settings_out_of_range_are_refused_by_name() -> None:
         PlanSettings(seq_len=0)
     with pytest.raises(PlanInputError, match="optimizer 'adafactor': expected one of adamw, sgd"):
         PlanSettings(optimizer="adafactor")
+
+
+def test_fsdp_and_tp_shard_rank_0s_states_over_a_fake_process_group(tmp_path: Path) -> None:
+    """FSDP2 over 2 ranks holds half the parameters, gradients and AdamW states; TP 2 shards each layer (the
+    vocabulary-sized head by half); both together a quarter. Transformers' own plans, not a formula."""
+    import torch.distributed as dist
+
+    from neuroncompat.plan.report import render_text
+
+    model = _config(tmp_path, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=1000)  # fmt: skip
+
+    def plan(*layout: str) -> dict:
+        result = _plan(str(model), "--batch-size", "2", "--seq-len", "64", "--format", "json", *layout)
+        assert result.exit_code == 0, result.output
+        document = json.loads(result.output)
+        jsonschema.validate(document, SCHEMA)
+        return document
+
+    one, fsdp, tp, both = plan(), plan("--fsdp", "2"), plan("--tp", "2"), plan("--tp", "2", "--fsdp", "2")
+    assert not dist.is_initialized(), "the fake process group is destroyed when the plan ends"
+    assert fsdp["layout"] == {"tp": 1, "fsdp": 2, "cores": 2} and both["layout"]["cores"] == 4
+    full = one["per_core"]["categories"]["parameters"]
+    assert fsdp["per_core"]["categories"]["parameters"] == full // 2
+    assert fsdp["per_core"]["categories"]["all_gather"] > 0, "FSDP all-gathers each layer before it runs"
+    assert one["per_core"]["peak_bytes"] > fsdp["per_core"]["peak_bytes"]
+    head = {p["name"]: p["bytes"] for p in one["largest_parameters"]}["lm_head.weight"]
+    assert {p["name"]: p["bytes"] for p in tp["largest_parameters"]}["lm_head.weight"] == head // 2
+    assert both["per_core"]["categories"]["parameters"] < tp["per_core"]["categories"]["parameters"]
+    assert "4 NeuronCores (TP 2 x FSDP 2), planned for rank 0" in render_text(both)
+
+
+def test_a_layout_the_model_cannot_take_exits_2_with_the_reason(small: Path) -> None:
+    result = _plan(str(small), "--tp", "3")
+    assert result.exit_code == 2
+    assert "--tp 3: the config's num_attention_heads (4) is not a multiple of it" in result.output
+    result = _plan(str(small), "--task", "generate", "--fsdp", "2")
+    assert result.exit_code == 2 and "a generation plan takes --tp only" in result.output

@@ -6,8 +6,9 @@ step) or one generation (prefill and a decode step on a static cache) under PyTo
 the peak per NeuronCore by category, the phase it falls in, the largest tensors, and a verdict against the
 core's memory. One job per module: :mod:`.config` (MODEL to a config), :mod:`.settings`, :mod:`.step` (the step,
 shared with the accuracy test that runs it for real on the simulated device), :mod:`.trace` (fake tensors and
-MemTracker), :mod:`.largest`, :mod:`.hardware` (each instance's core memory) and :mod:`.report`. This first slice
-plans one core (no tensor parallelism or FSDP); docs/plan.md says what the plan does not model.
+MemTracker), :mod:`.parallel` (a TP x FSDP layout over a fake process group), :mod:`.layouts` (the table of
+layouts over one instance), :mod:`.largest`, :mod:`.hardware` (each instance's core memory) and :mod:`.report`;
+docs/plan.md says what the plan does not model.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ from __future__ import annotations
 from neuroncompat.plan import config as model_config
 from neuroncompat.plan import report
 from neuroncompat.plan.hardware import CORES
+from neuroncompat.plan.parallel import Layout
 from neuroncompat.plan.settings import PlanInputError, PlanSettings
 from neuroncompat.plan.trace import trace
 
-__all__ = ["PlanInputError", "PlanSettings", "plan"]
+__all__ = ["Layout", "PlanInputError", "PlanSettings", "plan"]
 
 
-def plan(model: str, settings: PlanSettings, instance: str = "trn2") -> dict:
-    """The plan document for MODEL's step (neuroncompat/plan/report.py describes it)."""
+def plan(model: str, settings: PlanSettings, instance: str = "trn2", layout: Layout | None = None) -> dict:
+    """The plan document for MODEL's step on rank 0 of ``layout`` (neuroncompat/plan/report.py describes it)."""
+    layout = layout or Layout()
+    if settings.task == "generate" and layout.fsdp > 1:
+        raise PlanInputError("--fsdp shards a training step's states; a generation plan takes --tp only")
     path, config = model_config.load(model)
-    return report.build(model, path, config, settings, trace(config, settings), CORES[instance])
+    return report.build(model, path, config, settings, trace(config, settings, layout), CORES[instance], layout)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from neuroncompat.plan.hardware import GIB, Core
+from neuroncompat.plan.parallel import Layout
 from neuroncompat.plan.settings import PlanSettings
 from neuroncompat.plan.trace import Trace
 from neuroncompat_report.exits import FAILED, OK
@@ -23,7 +24,9 @@ NOT_MODELLED = (
 )
 
 
-def build(model: str, config_path: Path, config: Any, settings: PlanSettings, trace: Trace, core: Core) -> dict:
+def build(
+    model: str, config_path: Path, config: Any, settings: PlanSettings, trace: Trace, core: Core, layout: Layout
+) -> dict:
     """The plan document: the step, its peak per NeuronCore by category and phase, and the verdict."""
     fits = trace.peak_bytes <= core.memory_bytes
     return {
@@ -33,7 +36,7 @@ def build(model: str, config_path: Path, config: Any, settings: PlanSettings, tr
         "model_type": str(getattr(config, "model_type", "")),
         "parameter_count": trace.parameter_count,
         "settings": settings.as_dict(),
-        "layout": {"tp": 1, "fsdp": 1, "cores": 1},
+        "layout": layout.as_dict(),
         "core": {"instance": core.name, "memory_bytes": core.memory_bytes, "what": core.note},
         "per_core": {
             "peak_bytes": trace.peak_bytes,
@@ -70,6 +73,12 @@ def _gib(size: int) -> str:
     return f"{size / GIB:.2f} GiB" if abs(size) >= GIB else f"{size / (1 << 20):.1f} MiB"
 
 
+def _layout(layout: dict) -> str:
+    if layout["cores"] == 1:
+        return "1 NeuronCore (no TP, no FSDP)"
+    return f"{layout['cores']} NeuronCores (TP {layout['tp']} x FSDP {layout['fsdp']}), planned for rank 0"
+
+
 def render_text(plan: dict) -> str:
     """The verdict first, then where the memory goes: what a user deciding on an instance reads."""
     s, per_core, core = plan["settings"], plan["per_core"], plan["core"]
@@ -82,7 +91,7 @@ def render_text(plan: dict) -> str:
     verdict = "fits" if plan["fits"] else "does NOT fit"
     lines = [
         f"neuroncompat plan: {plan['model']} ({plan['model_type']}, {plan['parameter_count'] / 1e9:.2f}B parameters)",
-        f"step: {step}; batch {s['batch_size']} x {s['seq_len']} tokens; {precision}; 1 NeuronCore (no TP, no FSDP)",
+        f"step: {step}; batch {s['batch_size']} x {s['seq_len']} tokens{' per rank' if plan['layout']['cores'] > 1 else ''}; {precision}; {_layout(plan['layout'])}",
         "",
         f"peak per NeuronCore: {_gib(per_core['peak_bytes'])} in {per_core['phase']}: {verdict} in "
         f"{_gib(core['memory_bytes'])} ({core['instance']}: {core['what']}), headroom {_gib(plan['headroom_bytes'])}",
@@ -91,11 +100,11 @@ def render_text(plan: dict) -> str:
     ]
     for name, size in per_core["categories"].items():
         if size:
-            lines.append(f"  {name:<18}{_gib(size):>12}")
+            lines.append(f"  {name:<22}{_gib(size):>12}")
     if per_core["kv_cache_bytes"] is not None:
         lines.append(f"  (of the activations, the static KV cache: {_gib(per_core['kv_cache_bytes'])})")
     lines += ["", "peak by the end of each phase:"]
-    lines += [f"  {phase:<18}{_gib(size):>12}" for phase, size in per_core["phase_peaks"].items()]
+    lines += [f"  {phase:<22}{_gib(size):>12}" for phase, size in per_core["phase_peaks"].items()]
     lines += ["", "largest tensors the step makes:"]
     for made in plan["largest_tensors"]:
         shape = "x".join(str(n) for n in made["shape"])
