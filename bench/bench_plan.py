@@ -12,7 +12,11 @@ heads, intermediate 14336, vocabulary 128256), full fine-tuning at batch 1 x 204
 ``neuroncompat plan`` command's wall time and the planning process's peak RSS (a fresh child process, read with
 ``getrusage(RUSAGE_CHILDREN)``). Targets (issue #42): under 90 s and 4 GiB.
 
-Run: ``python bench/bench_plan.py [--only accuracy|speed] [--json]``
+Layout table (``--only table``): the same 8B-shaped step with ``--layouts`` on trn2 (every TP x FSDP by core
+count, without and with gradient checkpointing, up to the smallest that fits) in ``--jobs 2`` worker processes:
+wall and CPU seconds (the workers' included) and the table. Target (issue #42): under 10 minutes on 2 cores.
+
+Run: ``python bench/bench_plan.py [--only accuracy|speed|table] [--json]``
 """
 
 from __future__ import annotations
@@ -97,15 +101,41 @@ def speed() -> dict[str, Any]:
     }
 
 
+def table() -> dict[str, Any]:
+    """The 8B-shaped layout table on trn2 in a fresh process with two trace workers: seconds, and the table."""
+    from transformers import LlamaConfig
+
+    with tempfile.TemporaryDirectory() as folder:
+        LlamaConfig(**LLAMA_8B).save_pretrained(folder)
+        argv = ["plan", folder, "--dtype", "bf16", "--seq-len", "2048", "--layouts", "--jobs", "2", "--format", "json"]
+        command = [sys.executable, "-c", "from neuroncompat.cli import main; main()", *argv]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        seconds = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    report = json.loads(done.stdout)
+    return {
+        "seconds": seconds,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
+        "exit_code": done.returncode,
+        "layout": report["layout"],
+        "per_core": report["per_core"],
+        "layouts": report["layouts"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["accuracy", "speed"])
+    parser.add_argument("--only", choices=["accuracy", "speed", "table"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result: dict[str, Any] = {}
-    if args.only != "accuracy":
+    if args.only in (None, "speed"):
         result["speed"] = speed()
-    if args.only != "speed":
+    if args.only in (None, "table"):
+        result["table"] = table()
+    if args.only in (None, "accuracy"):
         result["accuracy"] = accuracy()
     if args.json:
         print(json.dumps(result, indent=2))
@@ -116,6 +146,16 @@ def main() -> None:
         print(f"8B-shaped, 1 x 2048, bf16, AdamW: {s['seconds']:.1f} s ({s['cpu_seconds']:.1f} s CPU), peak RSS {s['peak_rss_bytes'] / (1 << 30):.2f} GiB, "
               f"planned peak {s['per_core']['peak_bytes'] / (1 << 30):.1f} GiB in {s['per_core']['phase']}")  # fmt: skip
         print({k: round(v / (1 << 30), 2) for k, v in s["per_core"]["categories"].items()})
+    if "table" in result:
+        t = result["table"]
+        print(
+            f"8B-shaped layout table on trn2: {t['seconds']:.1f} s ({t['cpu_seconds']:.1f} s CPU), exit {t['exit_code']}"
+        )
+        for row in t["layouts"]["rows"]:
+            plain, ckpt = row["plain"], row["checkpointed"]
+            print(f"| {row['tp']} | {row['fsdp']} | {row['cores']} | {plain['peak_bytes'] / (1 << 30):.2f} ({plain['phase']}) | "
+                  f"{ckpt['peak_bytes'] / (1 << 30):.2f} ({ckpt['phase']}) |")  # fmt: skip
+        print("smallest:", t["layouts"]["smallest"], "checkpointed:", t["layouts"]["smallest_checkpointed"])
     for row in result.get("accuracy", []):
         cells = " | ".join(
             f"{row['planned'][p] / mib:.1f} / {row['measured'][p] / mib:.1f}"

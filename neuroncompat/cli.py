@@ -340,6 +340,16 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
     show_default=True,
     help="FSDP2 ranks sharding parameters, gradients and optimizer states (DistributedConfig(fsdp_size=...)).",
 )
+@click.option(
+    "--layouts",
+    "table",
+    is_flag=True,
+    help="train: trace every TP x FSDP over one instance's cores, by core count, without and with gradient "
+    "checkpointing, up to the smallest that fits; plan that one.",
+)
+@click.option(
+    "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="--layouts: trace in this many processes."
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.argument("model")
 def plan(
@@ -354,6 +364,8 @@ def plan(
     instance: str,
     tp: int,
     fsdp: int,
+    table: bool,
+    jobs: int,
     fmt: str,
     model: str,
 ) -> None:
@@ -364,7 +376,7 @@ def plan(
         settings = planner.PlanSettings(
             task, batch_size, seq_len, dtype, autocast, optimizer, gradient_checkpointing, max_new_tokens
         )
-        result = planner.plan(model, settings, instance, planner.Layout(tp, fsdp))
+        result = planner.plan(model, settings, instance, planner.Layout(tp, fsdp), table, jobs)
     except planner.PlanInputError as exc:
         raise InputError(str(exc)) from exc
     click.echo(plan_report.RENDERERS[fmt](result))

@@ -147,6 +147,7 @@ def test_settings_out_of_range_are_refused_by_name() -> None:
         PlanSettings(optimizer="adafactor")
 
 
+@pytest.mark.slow  # five plans of a sharded model
 def test_fsdp_and_tp_shard_rank_0s_states_over_a_fake_process_group(tmp_path: Path) -> None:
     """FSDP2 over 2 ranks holds half the parameters, gradients and AdamW states; TP 2 shards each layer (the
     vocabulary-sized head by half); both together a quarter. Transformers' own plans, not a formula."""
@@ -183,3 +184,33 @@ def test_a_layout_the_model_cannot_take_exits_2_with_the_reason(small: Path) -> 
     assert "--tp 3: the config's num_attention_heads (4) is not a multiple of it" in result.output
     result = _plan(str(small), "--task", "generate", "--fsdp", "2")
     assert result.exit_code == 2 and "a generation plan takes --tp only" in result.output
+
+
+def test_the_layouts_are_every_tp_that_splits_whole_heads_by_core_count() -> None:
+    from transformers import LlamaConfig
+
+    from neuroncompat.plan.layouts import candidates
+
+    config = LlamaConfig(num_attention_heads=32, num_key_value_heads=2)
+    found = [(layout.tp, layout.fsdp) for layout in candidates(config, 8)]
+    assert found == [(1, 1), (1, 2), (2, 1), (1, 4), (2, 2), (1, 8), (2, 4)], "TP 4 and 8 would split a KV head"
+
+
+@pytest.mark.slow  # six traces of a 2-layer, 8B-wide model
+def test_the_layout_table_stops_at_the_smallest_layout_that_fits_and_plans_it(tmp_path: Path) -> None:
+    """Two 8B-wide layers in fp32 with AdamW: about 29 GiB on one core, so the smallest layout on a trn2 is two
+    cores, FSDP before TP among equals; the table shows both columns and stops at two cores."""
+    model = _config(tmp_path, hidden_size=4096, intermediate_size=14336, num_hidden_layers=2, num_attention_heads=32,
+                    num_key_value_heads=8, vocab_size=128256)  # fmt: skip
+    result = _plan(str(model), "--seq-len", "64", "--layouts", "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    jsonschema.validate(plan, SCHEMA)
+    table = plan["layouts"]
+    assert [(row["tp"], row["fsdp"]) for row in table["rows"]] == [(1, 1), (1, 2), (2, 1)]
+    assert not table["rows"][0]["plain"]["fits"] and table["rows"][1]["plain"]["fits"]
+    assert table["smallest"] == {"tp": 1, "fsdp": 2, "cores": 2} == plan["layout"]
+    assert plan["per_core"]["peak_bytes"] == table["rows"][1]["plain"]["peak_bytes"]
+    assert table["instance"] == "trn2.48xlarge" and table["traced_up_to_cores"] == 2
+    result = _plan(str(model), "--layouts", "--fsdp", "2")
+    assert result.exit_code == 2 and "give it without --tp, --fsdp" in result.output

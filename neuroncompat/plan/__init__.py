@@ -14,7 +14,7 @@ docs/plan.md says what the plan does not model.
 from __future__ import annotations
 
 from neuroncompat.plan import config as model_config
-from neuroncompat.plan import report
+from neuroncompat.plan import layouts, report
 from neuroncompat.plan.hardware import CORES
 from neuroncompat.plan.parallel import Layout
 from neuroncompat.plan.settings import PlanInputError, PlanSettings
@@ -23,10 +23,32 @@ from neuroncompat.plan.trace import trace
 __all__ = ["Layout", "PlanInputError", "PlanSettings", "plan"]
 
 
-def plan(model: str, settings: PlanSettings, instance: str = "trn2", layout: Layout | None = None) -> dict:
-    """The plan document for MODEL's step on rank 0 of ``layout`` (neuroncompat/plan/report.py describes it)."""
+def plan(
+    model: str,
+    settings: PlanSettings,
+    instance: str = "trn2",
+    layout: Layout | None = None,
+    table: bool = False,
+    jobs: int = 1,
+) -> dict:
+    """The plan document for MODEL's step on rank 0 of ``layout`` (neuroncompat/plan/report.py describes it).
+
+    With ``table``, every layout over one instance's cores is searched (:mod:`.layouts`) and the document plans
+    the smallest that fits (the one with the lowest peak when none does), with the table beside it."""
     layout = layout or Layout()
     if settings.task == "generate" and layout.fsdp > 1:
         raise PlanInputError("--fsdp shards a training step's states; a generation plan takes --tp only")
+    if table and (settings.task != "train" or layout.cores > 1):
+        raise PlanInputError("--layouts searches the layouts of a training step; give it without --tp, --fsdp")
     path, config = model_config.load(model)
-    return report.build(model, path, config, settings, trace(config, settings, layout), CORES[instance], layout)
+    core = CORES[instance]
+    if not table:
+        return report.build(model, path, config, settings, trace(config, settings, layout), core, layout)
+    rows = layouts.search(config, settings, core.memory_bytes, core.instance_cores, jobs)
+    best = layouts.smallest(rows, core.memory_bytes, settings.gradient_checkpointing) or min(
+        rows, key=lambda row: row.traced(settings.gradient_checkpointing).peak_bytes
+    )
+    chosen = best.traced(settings.gradient_checkpointing)
+    document = report.build(model, path, config, settings, chosen, core, best.layout)
+    document["layouts"] = report.layout_table(rows, core)
+    return document

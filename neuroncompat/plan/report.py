@@ -10,7 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from neuroncompat.plan import layouts
 from neuroncompat.plan.hardware import GIB, Core
+from neuroncompat.plan.layouts import Row
 from neuroncompat.plan.parallel import Layout
 from neuroncompat.plan.settings import PlanSettings
 from neuroncompat.plan.trace import Trace
@@ -20,7 +22,8 @@ SCHEMA = "neuroncompat.plan/1"
 NOT_MODELLED = (
     "the Neuron compiler's workspace and the compiled graph's own buffers",
     "allocator fragmentation and caching (the peak is of live tensors)",
-    "collective-communication buffers",
+    "collective-communication buffers beyond FSDP2's all-gather and reduce-scatter outputs (the collective "
+    "library's own staging), and TP's collectives' outputs are counted as the activations they are",
 )
 
 
@@ -59,8 +62,31 @@ def build(
         "largest_parameters": [{"name": name, "bytes": size} for name, size in trace.parameters],
         "fits": fits,
         "headroom_bytes": core.memory_bytes - trace.peak_bytes,
+        "layouts": None,
         "not_modelled": list(NOT_MODELLED),
         "exit_code": OK if fits else FAILED,
+    }
+
+
+def layout_table(rows: list[Row], core: Core) -> dict:
+    """The searched layouts (neuroncompat/plan/layouts.py) as the document's ``layouts`` section."""
+
+    def column(trace: Trace) -> dict:
+        return {"peak_bytes": trace.peak_bytes, "phase": trace.phase, "fits": trace.peak_bytes <= core.memory_bytes}
+
+    def named(row: Row | None) -> dict | None:
+        return None if row is None else row.layout.as_dict()
+
+    return {
+        "instance": core.instance,
+        "instance_cores": core.instance_cores,
+        "rows": [
+            {**row.layout.as_dict(), "plain": column(row.plain), "checkpointed": column(row.checkpointed)}
+            for row in rows
+        ],
+        "smallest": named(layouts.smallest(rows, core.memory_bytes, checkpointed=False)),
+        "smallest_checkpointed": named(layouts.smallest(rows, core.memory_bytes, checkpointed=True)),
+        "traced_up_to_cores": rows[-1].layout.cores,
     }
 
 
@@ -112,8 +138,43 @@ def render_text(plan: dict) -> str:
         lines.append(f"  {_gib(made['bytes']):>12}  {made['op']} {shape} {made['dtype']} in {made['phase']}{times}")
     lines += ["largest parameters:"]
     lines += [f"  {_gib(p['bytes']):>12}  {p['name']}" for p in plan["largest_parameters"]]
+    if plan["layouts"] is not None:
+        lines += ["", *_table_lines(plan["layouts"], core)]
     lines += ["", "not modelled: " + "; ".join(plan["not_modelled"]) + " (docs/plan.md)"]
     return "\n".join(lines)
+
+
+def _table_lines(table: dict, core: dict) -> list[str]:
+    """The layout table: each traced layout's per-core peak without and with gradient checkpointing."""
+
+    def cell(column: dict) -> str:
+        return f"{_gib(column['peak_bytes'])} {'fits' if column['fits'] else 'no'}"
+
+    def name(layout: dict | None) -> str:
+        return (
+            "none"
+            if layout is None
+            else f"TP {layout['tp']} x FSDP {layout['fsdp']} ({layout['cores']} core{'s' if layout['cores'] > 1 else ''})"
+        )
+
+    lines = [
+        f"layouts on one {table['instance']} ({table['instance_cores']} cores of {_gib(core['memory_bytes'])}), "
+        "peak per core:",
+        f"  {'TP':>3} {'FSDP':>5} {'cores':>6}  {'plain':>18}  {'checkpointed':>18}",
+    ]
+    for row in table["rows"]:
+        lines.append(
+            f"  {row['tp']:>3} {row['fsdp']:>5} {row['cores']:>6}  {cell(row['plain']):>18}  "
+            f"{cell(row['checkpointed']):>18}"
+        )
+    lines += [
+        f"smallest that fits: {name(table['smallest'])}; with gradient checkpointing: "
+        f"{name(table['smallest_checkpointed'])}",
+        f"(layouts over more than {table['traced_up_to_cores']} cores not traced: they shard the same step further)"
+        if table["traced_up_to_cores"] < table["instance_cores"]
+        else "(every layout over the instance traced)",
+    ]
+    return lines
 
 
 RENDERERS = {"text": render_text, "json": render_json}
