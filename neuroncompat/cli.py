@@ -341,6 +341,18 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
     help="FSDP2 ranks sharding parameters, gradients and optimizer states (DistributedConfig(fsdp_size=...)).",
 )
 @click.option(
+    "--lora-r",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Train LoRA adapters of this rank (real peft) over a frozen base: no gradients or optimizer states for it.",
+)
+@click.option(
+    "--lora-target",
+    "lora_targets",
+    multiple=True,
+    help="--lora-r: a module name the adapters go on (repeat it); peft's default for the model type when none.",
+)
+@click.option(
     "--layouts",
     "table",
     is_flag=True,
@@ -364,6 +376,8 @@ def plan(
     instance: str,
     tp: int,
     fsdp: int,
+    lora_r: int | None,
+    lora_targets: tuple[str, ...],
     table: bool,
     jobs: int,
     fmt: str,
@@ -374,7 +388,16 @@ def plan(
 
     try:
         settings = planner.PlanSettings(
-            task, batch_size, seq_len, dtype, autocast, optimizer, gradient_checkpointing, max_new_tokens
+            task,
+            batch_size,
+            seq_len,
+            dtype,
+            autocast,
+            optimizer,
+            gradient_checkpointing,
+            max_new_tokens,
+            lora_r,
+            lora_targets,
         )
         result = planner.plan(model, settings, instance, planner.Layout(tp, fsdp), table, jobs)
     except planner.PlanInputError as exc:

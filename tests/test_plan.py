@@ -214,3 +214,23 @@ def test_the_layout_table_stops_at_the_smallest_layout_that_fits_and_plans_it(tm
     assert table["instance"] == "trn2.48xlarge" and table["traced_up_to_cores"] == 2
     result = _plan(str(model), "--layouts", "--fsdp", "2")
     assert result.exit_code == 2 and "give it without --tp, --fsdp" in result.output
+
+
+def test_lora_trains_adapters_over_a_frozen_base_with_real_peft(small: Path) -> None:
+    """The base weights are parameters with no gradient and no AdamW state: the optimizer's states are two moments
+    of the adapters alone (rank 8 on q_proj and v_proj, peft's default for a Llama)."""
+    result = _plan(str(small), "--batch-size", "2", "--seq-len", "128", "--lora-r", "8", "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    jsonschema.validate(plan, SCHEMA)
+    assert plan["settings"]["lora_r"] == 8 and plan["settings"]["lora_targets"] == []
+    base = 2_873_600 * 4  # the 4-layer model's fp32 weights
+    adapters = 4 * (8 * 256 + 256 * 8 + 8 * 256 + 128 * 8) * 4  # per layer A (8 x 256) and B (out x 8) on q and v
+    categories = plan["per_core"]["categories"]
+    assert categories["parameters"] == base + adapters
+    assert categories["optimizer_states"] <= 3 * adapters, "no state for the frozen base"
+    assert plan["per_core"]["phase"] != "optimizer"
+    result = _plan(str(small), "--lora-r", "8", "--lora-target", "no_such_proj")
+    assert result.exit_code == 2 and "peft cannot add LoRA adapters" in result.output
+    result = _plan(str(small), "--lora-r", "8", "--fsdp", "2")
+    assert result.exit_code == 2 and "LoRA is planned on one core in this version" in result.output

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from neuroncompat.plan import parallel
+from neuroncompat.plan import lora, parallel
 from neuroncompat.plan.settings import PlanSettings
 
 TRAIN_PHASES = ("forward", "backward", "optimizer")
@@ -24,9 +25,15 @@ def build_model(config: Any, settings: PlanSettings, device: str | torch.device,
     it, before the script enables checkpointing."""
     from transformers import AutoModelForCausalLM
 
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[settings.dtype])
-    model = parallel.distribute(model, world)
+    model: Any
+    if settings.lora_r:  # built on meta, outside the fake mode, then given empty tensors (neuroncompat/plan/lora.py)
+        with unset_fake_temporarily(), torch.device("meta"):
+            model = lora.wrap(AutoModelForCausalLM.from_config(config, dtype=DTYPES[settings.dtype]), settings)
+        model = lora.materialize(model, device)  # one core only: neuroncompat.plan.plan refuses LoRA with a layout
+    else:
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[settings.dtype])
+        model = parallel.distribute(model, world)
     if settings.task == "train":
         model.train()
         if settings.gradient_checkpointing:

@@ -98,15 +98,30 @@ def _one_sequence_per_row() -> Iterator[None]:
         masking_utils.find_packed_sequence_indices = found
 
 
+class _NoHook:
+    """The handle of a gradient hook never installed (a frozen parameter's)."""
+
+    def remove(self) -> None:
+        return None
+
+
 def _tracker(model: torch.nn.Module, optimizer: Any, ids: torch.Tensor) -> MemTracker:
     """FSDPMemTracker for an FSDP2 model (it tells this rank's shards from the all-gathered copies), else
-    MemTracker; either counts the model, the optimizer's states and the inputs."""
+    MemTracker; either counts the model, the optimizer's states and the inputs.
+
+    MemTracker installs a gradient hook on every parameter a module holds, and torch refuses a hook on a tensor
+    that does not require gradients: a LoRA plan's frozen base weights. They get no gradient, so each is entered
+    as already hooked (MemTracker's own table of hook handles) and still counted as a parameter."""
+    tracker: MemTracker
     if isinstance(model, FSDPModule):
-        fsdp_tracker = FSDPMemTracker(model, optimizer)
-        fsdp_tracker.track_inputs((ids,))
-        return fsdp_tracker
-    tracker = MemTracker()
-    tracker.track_external(model, ids, *([optimizer] if optimizer is not None else []))
+        tracker = FSDPMemTracker(model, optimizer)
+        tracker.track_inputs((ids,))
+    else:
+        tracker = MemTracker()
+        tracker.track_external(model, ids, *([optimizer] if optimizer is not None else []))
+    for param in model.parameters():
+        if not param.requires_grad:
+            tracker._param_to_grad_hook_handles[param] = (_NoHook(), _NoHook())
     return tracker
 
 
