@@ -362,7 +362,7 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
 @click.option(
     "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="--layouts: trace in this many processes."
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.argument("model")
 def plan(
     task: str,

@@ -212,6 +212,9 @@ def test_the_layout_table_stops_at_the_smallest_layout_that_fits_and_plans_it(tm
     assert table["smallest"] == {"tp": 1, "fsdp": 2, "cores": 2} == plan["layout"]
     assert plan["per_core"]["peak_bytes"] == table["rows"][1]["plain"]["peak_bytes"]
     assert table["instance"] == "trn2.48xlarge" and table["traced_up_to_cores"] == 2
+    from neuroncompat.plan.report import render_markdown
+
+    assert "| 1 | 2 | 2 |" in render_markdown(plan), "the markdown lists each traced layout"
     result = _plan(str(model), "--layouts", "--fsdp", "2")
     assert result.exit_code == 2 and "give it without --tp, --fsdp" in result.output
 
@@ -230,6 +233,10 @@ def test_lora_trains_adapters_over_a_frozen_base_with_real_peft(small: Path) -> 
     assert categories["parameters"] == base + adapters
     assert categories["optimizer_states"] <= 3 * adapters, "no state for the frozen base"
     assert plan["per_core"]["phase"] != "optimizer"
+    from neuroncompat.plan.report import render_markdown
+
+    markdown = render_markdown(plan)
+    assert "train, LoRA r=8, fp32; batch 2 x 128 tokens" in markdown and "| at the peak | size |" in markdown
     result = _plan(str(small), "--lora-r", "8", "--lora-target", "no_such_proj")
     assert result.exit_code == 2 and "peft cannot add LoRA adapters" in result.output
     result = _plan(str(small), "--lora-r", "8", "--fsdp", "2")

@@ -177,4 +177,48 @@ def _table_lines(table: dict, core: dict) -> list[str]:
     return lines
 
 
-RENDERERS = {"text": render_text, "json": render_json}
+def render_markdown(plan: dict) -> str:
+    """The plan as a pull-request comment or a notebook cell: the verdict, then the same figures as tables."""
+    s, per_core, core = plan["settings"], plan["per_core"], plan["core"]
+    training = "LoRA r=" + str(s["lora_r"]) if s["lora_r"] else "full fine-tuning"
+    step = f"{s['task']}, {training if s['task'] == 'train' else 'static cache'}, {s['dtype']}" + (
+        ", gradient checkpointing" if s["gradient_checkpointing"] else ""
+    )
+    verdict = "fits" if plan["fits"] else "does **not** fit"
+    lines = [
+        f"### `neuroncompat plan`: {plan['model']} ({plan['model_type']}, {plan['parameter_count'] / 1e9:.2f}B)",
+        "",
+        f"{step}; batch {s['batch_size']} x {s['seq_len']} tokens; {_layout(plan['layout'])}.",
+        "",
+        f"**Peak per NeuronCore: {_gib(per_core['peak_bytes'])}** in {per_core['phase']}: {verdict} in "
+        f"{_gib(core['memory_bytes'])} ({core['instance']}), headroom {_gib(plan['headroom_bytes'])}.",
+        "",
+        "| at the peak | size |",
+        "|---|---:|",
+    ]
+    lines += [f"| {name} | {_gib(size)} |" for name, size in per_core["categories"].items() if size]
+    lines += ["", "| by the end of | peak |", "|---|---:|"]
+    lines += [f"| {phase} | {_gib(size)} |" for phase, size in per_core["phase_peaks"].items()]
+    lines += ["", "| largest tensors | op | shape | dtype | phase |", "|---:|---|---|---|---|"]
+    for made in plan["largest_tensors"]:
+        shape = "x".join(str(n) for n in made["shape"])
+        lines.append(f"| {_gib(made['bytes'])} | `{made['op']}` | {shape} | {made['dtype']} | {made['phase']} |")
+    if plan["layouts"] is not None:
+        table = plan["layouts"]
+        lines += [
+            "",
+            f"Layouts on one {table['instance']} ({table['instance_cores']} cores), peak per core:",
+            "",
+            "| TP | FSDP | cores | plain | gradient checkpointing |",
+            "|---:|---:|---:|---:|---:|",
+        ]
+        for row in table["rows"]:
+            cells = [
+                f"{_gib(row[c]['peak_bytes'])} {'fits' if row[c]['fits'] else 'no'}" for c in ("plain", "checkpointed")
+            ]
+            lines.append(f"| {row['tp']} | {row['fsdp']} | {row['cores']} | {cells[0]} | {cells[1]} |")
+    lines += ["", "Not modelled (docs/plan.md):", *[f"- {item}" for item in plan["not_modelled"]]]
+    return "\n".join(lines)
+
+
+RENDERERS = {"text": render_text, "json": render_json, "markdown": render_markdown}
