@@ -300,7 +300,9 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
     help="Will MODEL's step fit in a NeuronCore's memory? Builds MODEL from its config alone (no weights) on fake "
     "tensors, runs one training step (forward, backward, optimizer step) or one generation (prefill and a decode "
     "step on a static cache) under PyTorch's MemTracker, and reports the peak per NeuronCore by category, the phase "
-    "it falls in, the largest tensors and a verdict. MODEL is a directory with config.json, a config.json, or a hub "
+    "it falls in, the largest tensors and a verdict; --tp/--fsdp plan rank 0 of a parallel layout (transformers' own "
+    "TP and FSDP2 plans on a fake process group), --layouts searches the layouts of one instance, --lora-r trains "
+    "LoRA adapters over a frozen base. MODEL is a directory with config.json, a config.json, or a hub "
     "id whose config is cached. Exits 0 when it fits, 1 when it does not, 2 when MODEL or a setting is wrong.",
 )
 @click.option("--task", type=click.Choice(["train", "generate"]), default="train", show_default=True)
