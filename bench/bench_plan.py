@@ -16,7 +16,11 @@ Layout table (``--only table``): the same 8B-shaped step with ``--layouts`` on t
 count, without and with gradient checkpointing, up to the smallest that fits) in ``--jobs 2`` worker processes:
 wall and CPU seconds (the workers' included) and the table. Target (issue #42): under 10 minutes on 2 cores.
 
-Run: ``python bench/bench_plan.py [--only accuracy|speed|table] [--json]``
+TP accuracy (``--only tp``): the 4-layer hidden-256 Llama at 2 x 128 with TP=2, planned (rank 0, fake process
+group) and run for real under ``torchrun`` on two simulated cores (``bench/plan_tp_rank.py``, the plan's own step
+code sharded by transformers' TP plan); each rank's measured peak by the end of each phase against the plan's.
+
+Run: ``python bench/bench_plan.py [--only accuracy|speed|table|tp] [--json]``
 """
 
 from __future__ import annotations
@@ -125,9 +129,44 @@ def table() -> dict[str, Any]:
     }
 
 
+def tp_accuracy() -> list[dict[str, Any]]:
+    """One row per setting: the TP=2 plan's rank-0 peak per phase and each rank's measured one under torchrun."""
+    import os
+    import socket
+    from pathlib import Path
+
+    from transformers import LlamaConfig
+
+    from neuroncompat.plan.parallel import Layout
+    from neuroncompat.plan.settings import PlanSettings
+    from neuroncompat.plan.trace import trace
+
+    shape = MODELS["4 layers, h256, 2x128"][0]
+    rows = []
+    for autocast in (None, "bf16"):
+        for checkpointing in (False, True):
+            settings = PlanSettings(batch_size=2, seq_len=128, autocast=autocast, gradient_checkpointing=checkpointing)
+            planned = trace(LlamaConfig(**shape), settings, Layout(tp=2)).phase_peaks
+            with tempfile.TemporaryDirectory() as folder, socket.socket() as free:
+                free.bind(("127.0.0.1", 0))
+                port = str(free.getsockname()[1])
+                free.close()
+                prefix = str(Path(folder) / "rank")
+                rank_script = str(Path(__file__).with_name("plan_tp_rank.py"))
+                command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                           port, rank_script, prefix, autocast or "-", "on" if checkpointing else "off"]  # fmt: skip
+                env = {**os.environ, "NEURONCOMPAT_SIMULATE": "1", "HF_HUB_OFFLINE": "1"}
+                subprocess.run(command, check=True, capture_output=True, env=env, timeout=900)
+                measured = [json.loads(Path(f"{prefix}.{rank}.json").read_text()) for rank in (0, 1)]
+            error = max(abs(planned[p] - m[p]) / m[p] for m in measured for p in m)
+            rows.append({"autocast": autocast or "-", "checkpointing": checkpointing, "planned": planned,
+                         "measured": measured, "worst_error": error})  # fmt: skip
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["accuracy", "speed", "table"])
+    parser.add_argument("--only", choices=["accuracy", "speed", "table", "tp"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result: dict[str, Any] = {}
@@ -137,6 +176,8 @@ def main() -> None:
         result["table"] = table()
     if args.only in (None, "accuracy"):
         result["accuracy"] = accuracy()
+    if args.only in (None, "tp"):
+        result["tp"] = tp_accuracy()
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -156,6 +197,13 @@ def main() -> None:
             print(f"| {row['tp']} | {row['fsdp']} | {row['cores']} | {plain['peak_bytes'] / (1 << 30):.2f} ({plain['phase']}) | "
                   f"{ckpt['peak_bytes'] / (1 << 30):.2f} ({ckpt['phase']}) |")  # fmt: skip
         print("smallest:", t["layouts"]["smallest"], "checkpointed:", t["layouts"]["smallest_checkpointed"])
+    for row in result.get("tp", []):
+        cells = " | ".join(
+            f"{row['planned'][p] / mib:.2f} / {' , '.join(f'{m[p] / mib:.2f}' for m in row['measured'])}"
+            for p in ("forward", "backward", "optimizer")
+        )
+        print(f"| TP=2 | {row['autocast']} | {'on' if row['checkpointing'] else 'off'} | {cells} | "
+              f"{100 * row['worst_error']:.2f}% |")  # fmt: skip
     for row in result.get("accuracy", []):
         cells = " | ".join(
             f"{row['planned'][p] / mib:.1f} / {row['measured'][p] / mib:.1f}"
