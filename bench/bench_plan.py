@@ -12,7 +12,15 @@ heads, intermediate 14336, vocabulary 128256), full fine-tuning at batch 1 x 204
 ``neuroncompat plan`` command's wall time and the planning process's peak RSS (a fresh child process, read with
 ``getrusage(RUSAGE_CHILDREN)``). Targets (issue #42): under 90 s and 4 GiB.
 
-Run: ``python bench/bench_plan.py [--only accuracy|speed] [--json]``
+Layout table (``--only table``): the same 8B-shaped step with ``--layouts`` on trn2 (every TP x FSDP by core
+count, without and with gradient checkpointing, up to the smallest that fits) in ``--jobs 2`` worker processes:
+wall and CPU seconds (the workers' included) and the table. Target (issue #42): under 10 minutes on 2 cores.
+
+TP accuracy (``--only tp``): the 4-layer hidden-256 Llama at 2 x 128 with TP=2, planned (rank 0, fake process
+group) and run for real under ``torchrun`` on two simulated cores (``bench/plan_tp_rank.py``, the plan's own step
+code sharded by transformers' TP plan); each rank's measured peak by the end of each phase against the plan's.
+
+Run: ``python bench/bench_plan.py [--only accuracy|speed|table|tp] [--json]``
 """
 
 from __future__ import annotations
@@ -97,16 +105,79 @@ def speed() -> dict[str, Any]:
     }
 
 
+def table() -> dict[str, Any]:
+    """The 8B-shaped layout table on trn2 in a fresh process with two trace workers: seconds, and the table."""
+    from transformers import LlamaConfig
+
+    with tempfile.TemporaryDirectory() as folder:
+        LlamaConfig(**LLAMA_8B).save_pretrained(folder)
+        argv = ["plan", folder, "--dtype", "bf16", "--seq-len", "2048", "--layouts", "--jobs", "2", "--format", "json"]
+        command = [sys.executable, "-c", "from neuroncompat.cli import main; main()", *argv]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        seconds = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    report = json.loads(done.stdout)
+    return {
+        "seconds": seconds,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
+        "exit_code": done.returncode,
+        "layout": report["layout"],
+        "per_core": report["per_core"],
+        "layouts": report["layouts"],
+    }
+
+
+def tp_accuracy() -> list[dict[str, Any]]:
+    """One row per setting: the TP=2 plan's rank-0 peak per phase and each rank's measured one under torchrun."""
+    import os
+    import socket
+    from pathlib import Path
+
+    from transformers import LlamaConfig
+
+    from neuroncompat.plan.parallel import Layout
+    from neuroncompat.plan.settings import PlanSettings
+    from neuroncompat.plan.trace import trace
+
+    shape = MODELS["4 layers, h256, 2x128"][0]
+    rows = []
+    for autocast in (None, "bf16"):
+        for checkpointing in (False, True):
+            settings = PlanSettings(batch_size=2, seq_len=128, autocast=autocast, gradient_checkpointing=checkpointing)
+            planned = trace(LlamaConfig(**shape), settings, Layout(tp=2)).phase_peaks
+            with tempfile.TemporaryDirectory() as folder, socket.socket() as free:
+                free.bind(("127.0.0.1", 0))
+                port = str(free.getsockname()[1])
+                free.close()
+                prefix = str(Path(folder) / "rank")
+                rank_script = str(Path(__file__).with_name("plan_tp_rank.py"))
+                command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                           port, rank_script, prefix, autocast or "-", "on" if checkpointing else "off"]  # fmt: skip
+                env = {**os.environ, "NEURONCOMPAT_SIMULATE": "1", "HF_HUB_OFFLINE": "1"}
+                subprocess.run(command, check=True, capture_output=True, env=env, timeout=900)
+                measured = [json.loads(Path(f"{prefix}.{rank}.json").read_text()) for rank in (0, 1)]
+            error = max(abs(planned[p] - m[p]) / m[p] for m in measured for p in m)
+            rows.append({"autocast": autocast or "-", "checkpointing": checkpointing, "planned": planned,
+                         "measured": measured, "worst_error": error})  # fmt: skip
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["accuracy", "speed"])
+    parser.add_argument("--only", choices=["accuracy", "speed", "table", "tp"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result: dict[str, Any] = {}
-    if args.only != "accuracy":
+    if args.only in (None, "speed"):
         result["speed"] = speed()
-    if args.only != "speed":
+    if args.only in (None, "table"):
+        result["table"] = table()
+    if args.only in (None, "accuracy"):
         result["accuracy"] = accuracy()
+    if args.only in (None, "tp"):
+        result["tp"] = tp_accuracy()
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -116,6 +187,23 @@ def main() -> None:
         print(f"8B-shaped, 1 x 2048, bf16, AdamW: {s['seconds']:.1f} s ({s['cpu_seconds']:.1f} s CPU), peak RSS {s['peak_rss_bytes'] / (1 << 30):.2f} GiB, "
               f"planned peak {s['per_core']['peak_bytes'] / (1 << 30):.1f} GiB in {s['per_core']['phase']}")  # fmt: skip
         print({k: round(v / (1 << 30), 2) for k, v in s["per_core"]["categories"].items()})
+    if "table" in result:
+        t = result["table"]
+        print(
+            f"8B-shaped layout table on trn2: {t['seconds']:.1f} s ({t['cpu_seconds']:.1f} s CPU), exit {t['exit_code']}"
+        )
+        for row in t["layouts"]["rows"]:
+            plain, ckpt = row["plain"], row["checkpointed"]
+            print(f"| {row['tp']} | {row['fsdp']} | {row['cores']} | {plain['peak_bytes'] / (1 << 30):.2f} ({plain['phase']}) | "
+                  f"{ckpt['peak_bytes'] / (1 << 30):.2f} ({ckpt['phase']}) |")  # fmt: skip
+        print("smallest:", t["layouts"]["smallest"], "checkpointed:", t["layouts"]["smallest_checkpointed"])
+    for row in result.get("tp", []):
+        cells = " | ".join(
+            f"{row['planned'][p] / mib:.2f} / {' , '.join(f'{m[p] / mib:.2f}' for m in row['measured'])}"
+            for p in ("forward", "backward", "optimizer")
+        )
+        print(f"| TP=2 | {row['autocast']} | {'on' if row['checkpointing'] else 'off'} | {cells} | "
+              f"{100 * row['worst_error']:.2f}% |")  # fmt: skip
     for row in result.get("accuracy", []):
         cells = " | ".join(
             f"{row['planned'][p] / mib:.1f} / {row['measured'][p] / mib:.1f}"

@@ -306,7 +306,9 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
     help="Will MODEL's step fit in a NeuronCore's memory? Builds MODEL from its config alone (no weights) on fake "
     "tensors, runs one training step (forward, backward, optimizer step) or one generation (prefill and a decode "
     "step on a static cache) under PyTorch's MemTracker, and reports the peak per NeuronCore by category, the phase "
-    "it falls in, the largest tensors and a verdict. MODEL is a directory with config.json, a config.json, or a hub "
+    "it falls in, the largest tensors and a verdict; --tp/--fsdp plan rank 0 of a parallel layout (transformers' own "
+    "TP and FSDP2 plans on a fake process group), --layouts searches the layouts of one instance, --lora-r trains "
+    "LoRA adapters over a frozen base. MODEL is a directory with config.json, a config.json, or a hub "
     "id whose config is cached. Exits 0 when it fits, 1 when it does not, 2 when MODEL or a setting is wrong.",
 )
 @click.option("--task", type=click.Choice(["train", "generate"]), default="train", show_default=True)
@@ -332,7 +334,43 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
     show_default=True,
     help="Whose NeuronCore to compare with: trn2 24 GiB (default LNC=2), trn2-lnc1 12 GiB, trn1 16 GiB.",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--tp",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Tensor-parallel ranks: the model's own TP plan (transformers' DistributedConfig(tp_size=...)).",
+)
+@click.option(
+    "--fsdp",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="FSDP2 ranks sharding parameters, gradients and optimizer states (DistributedConfig(fsdp_size=...)).",
+)
+@click.option(
+    "--lora-r",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Train LoRA adapters of this rank (real peft) over a frozen base: no gradients or optimizer states for it.",
+)
+@click.option(
+    "--lora-target",
+    "lora_targets",
+    multiple=True,
+    help="--lora-r: a module name the adapters go on (repeat it); peft's default for the model type when none.",
+)
+@click.option(
+    "--layouts",
+    "table",
+    is_flag=True,
+    help="train: trace every TP x FSDP over one instance's cores, by core count, without and with gradient "
+    "checkpointing, up to the smallest that fits; plan that one.",
+)
+@click.option(
+    "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="--layouts: trace in this many processes."
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.argument("model")
 def plan(
     task: str,
@@ -344,6 +382,12 @@ def plan(
     gradient_checkpointing: bool,
     max_new_tokens: int,
     instance: str,
+    tp: int,
+    fsdp: int,
+    lora_r: int | None,
+    lora_targets: tuple[str, ...],
+    table: bool,
+    jobs: int,
     fmt: str,
     model: str,
 ) -> None:
@@ -352,9 +396,18 @@ def plan(
 
     try:
         settings = planner.PlanSettings(
-            task, batch_size, seq_len, dtype, autocast, optimizer, gradient_checkpointing, max_new_tokens
+            task,
+            batch_size,
+            seq_len,
+            dtype,
+            autocast,
+            optimizer,
+            gradient_checkpointing,
+            max_new_tokens,
+            lora_r,
+            lora_targets,
         )
-        result = planner.plan(model, settings, instance)
+        result = planner.plan(model, settings, instance, planner.Layout(tp, fsdp), table, jobs)
     except planner.PlanInputError as exc:
         raise InputError(str(exc)) from exc
     click.echo(plan_report.RENDERERS[fmt](result))

@@ -145,3 +145,99 @@ def test_settings_out_of_range_are_refused_by_name() -> None:
         PlanSettings(seq_len=0)
     with pytest.raises(PlanInputError, match="optimizer 'adafactor': expected one of adamw, sgd"):
         PlanSettings(optimizer="adafactor")
+
+
+@pytest.mark.slow  # five plans of a sharded model
+def test_fsdp_and_tp_shard_rank_0s_states_over_a_fake_process_group(tmp_path: Path) -> None:
+    """FSDP2 over 2 ranks holds half the parameters, gradients and AdamW states; TP 2 shards each layer (the
+    vocabulary-sized head by half); both together a quarter. Transformers' own plans, not a formula."""
+    import torch.distributed as dist
+
+    from neuroncompat.plan.report import render_text
+
+    model = _config(tmp_path, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=1000)  # fmt: skip
+
+    def plan(*layout: str) -> dict:
+        result = _plan(str(model), "--batch-size", "2", "--seq-len", "64", "--format", "json", *layout)
+        assert result.exit_code == 0, result.output
+        document = json.loads(result.output)
+        jsonschema.validate(document, SCHEMA)
+        return document
+
+    one, fsdp, tp, both = plan(), plan("--fsdp", "2"), plan("--tp", "2"), plan("--tp", "2", "--fsdp", "2")
+    assert not dist.is_initialized(), "the fake process group is destroyed when the plan ends"
+    assert fsdp["layout"] == {"tp": 1, "fsdp": 2, "cores": 2} and both["layout"]["cores"] == 4
+    full = one["per_core"]["categories"]["parameters"]
+    assert fsdp["per_core"]["categories"]["parameters"] == full // 2
+    assert fsdp["per_core"]["categories"]["all_gather"] > 0, "FSDP all-gathers each layer before it runs"
+    assert one["per_core"]["peak_bytes"] > fsdp["per_core"]["peak_bytes"]
+    head = {p["name"]: p["bytes"] for p in one["largest_parameters"]}["lm_head.weight"]
+    assert {p["name"]: p["bytes"] for p in tp["largest_parameters"]}["lm_head.weight"] == head // 2
+    assert both["per_core"]["categories"]["parameters"] < tp["per_core"]["categories"]["parameters"]
+    assert "4 NeuronCores (TP 2 x FSDP 2), planned for rank 0" in render_text(both)
+
+
+def test_a_layout_the_model_cannot_take_exits_2_with_the_reason(small: Path) -> None:
+    result = _plan(str(small), "--tp", "3")
+    assert result.exit_code == 2
+    assert "--tp 3: the config's num_attention_heads (4) is not a multiple of it" in result.output
+    result = _plan(str(small), "--task", "generate", "--fsdp", "2")
+    assert result.exit_code == 2 and "a generation plan takes --tp only" in result.output
+
+
+def test_the_layouts_are_every_tp_that_splits_whole_heads_by_core_count() -> None:
+    from transformers import LlamaConfig
+
+    from neuroncompat.plan.layouts import candidates
+
+    config = LlamaConfig(num_attention_heads=32, num_key_value_heads=2)
+    found = [(layout.tp, layout.fsdp) for layout in candidates(config, 8)]
+    assert found == [(1, 1), (1, 2), (2, 1), (1, 4), (2, 2), (1, 8), (2, 4)], "TP 4 and 8 would split a KV head"
+
+
+@pytest.mark.slow  # six traces of a 2-layer, 8B-wide model
+def test_the_layout_table_stops_at_the_smallest_layout_that_fits_and_plans_it(tmp_path: Path) -> None:
+    """Two 8B-wide layers in fp32 with AdamW: about 29 GiB on one core, so the smallest layout on a trn2 is two
+    cores, FSDP before TP among equals; the table shows both columns and stops at two cores."""
+    model = _config(tmp_path, hidden_size=4096, intermediate_size=14336, num_hidden_layers=2, num_attention_heads=32,
+                    num_key_value_heads=8, vocab_size=128256)  # fmt: skip
+    result = _plan(str(model), "--seq-len", "64", "--layouts", "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    jsonschema.validate(plan, SCHEMA)
+    table = plan["layouts"]
+    assert [(row["tp"], row["fsdp"]) for row in table["rows"]] == [(1, 1), (1, 2), (2, 1)]
+    assert not table["rows"][0]["plain"]["fits"] and table["rows"][1]["plain"]["fits"]
+    assert table["smallest"] == {"tp": 1, "fsdp": 2, "cores": 2} == plan["layout"]
+    assert plan["per_core"]["peak_bytes"] == table["rows"][1]["plain"]["peak_bytes"]
+    assert table["instance"] == "trn2.48xlarge" and table["traced_up_to_cores"] == 2
+    from neuroncompat.plan.report import render_markdown
+
+    assert "| 1 | 2 | 2 |" in render_markdown(plan), "the markdown lists each traced layout"
+    result = _plan(str(model), "--layouts", "--fsdp", "2")
+    assert result.exit_code == 2 and "give it without --tp, --fsdp" in result.output
+
+
+def test_lora_trains_adapters_over_a_frozen_base_with_real_peft(small: Path) -> None:
+    """The base weights are parameters with no gradient and no AdamW state: the optimizer's states are two moments
+    of the adapters alone (rank 8 on q_proj and v_proj, peft's default for a Llama)."""
+    result = _plan(str(small), "--batch-size", "2", "--seq-len", "128", "--lora-r", "8", "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    jsonschema.validate(plan, SCHEMA)
+    assert plan["settings"]["lora_r"] == 8 and plan["settings"]["lora_targets"] == []
+    base = 2_873_600 * 4  # the 4-layer model's fp32 weights
+    adapters = 4 * (8 * 256 + 256 * 8 + 8 * 256 + 128 * 8) * 4  # per layer A (8 x 256) and B (out x 8) on q and v
+    categories = plan["per_core"]["categories"]
+    assert categories["parameters"] == base + adapters
+    assert categories["optimizer_states"] <= 3 * adapters, "no state for the frozen base"
+    assert plan["per_core"]["phase"] != "optimizer"
+    from neuroncompat.plan.report import render_markdown
+
+    markdown = render_markdown(plan)
+    assert "train, LoRA r=8, fp32; batch 2 x 128 tokens" in markdown and "| at the peak | size |" in markdown
+    result = _plan(str(small), "--lora-r", "8", "--lora-target", "no_such_proj")
+    assert result.exit_code == 2 and "peft cannot add LoRA adapters" in result.output
+    result = _plan(str(small), "--lora-r", "8", "--fsdp", "2")
+    assert result.exit_code == 2 and "LoRA is planned on one core in this version" in result.output

@@ -6,22 +6,55 @@ step) or one generation (prefill and a decode step on a static cache) under PyTo
 the peak per NeuronCore by category, the phase it falls in, the largest tensors, and a verdict against the
 core's memory. One job per module: :mod:`.config` (MODEL to a config), :mod:`.settings`, :mod:`.step` (the step,
 shared with the accuracy test that runs it for real on the simulated device), :mod:`.trace` (fake tensors and
-MemTracker), :mod:`.largest`, :mod:`.hardware` (each instance's core memory) and :mod:`.report`. This first slice
-plans one core (no tensor parallelism or FSDP); docs/plan.md says what the plan does not model.
+MemTracker), :mod:`.parallel` (a TP x FSDP layout over a fake process group), :mod:`.layouts` (the table of
+layouts over one instance), :mod:`.largest`, :mod:`.hardware` (each instance's core memory) and :mod:`.report`;
+docs/plan.md says what the plan does not model.
 """
 
 from __future__ import annotations
 
 from neuroncompat.plan import config as model_config
-from neuroncompat.plan import report
+from neuroncompat.plan import layouts, report
 from neuroncompat.plan.hardware import CORES
+from neuroncompat.plan.parallel import Layout
 from neuroncompat.plan.settings import PlanInputError, PlanSettings
 from neuroncompat.plan.trace import trace
 
-__all__ = ["PlanInputError", "PlanSettings", "plan"]
+__all__ = ["Layout", "PlanInputError", "PlanSettings", "plan"]
 
 
-def plan(model: str, settings: PlanSettings, instance: str = "trn2") -> dict:
-    """The plan document for MODEL's step (neuroncompat/plan/report.py describes it)."""
+def plan(
+    model: str,
+    settings: PlanSettings,
+    instance: str = "trn2",
+    layout: Layout | None = None,
+    table: bool = False,
+    jobs: int = 1,
+) -> dict:
+    """The plan document for MODEL's step on rank 0 of ``layout`` (neuroncompat/plan/report.py describes it).
+
+    With ``table``, every layout over one instance's cores is searched (:mod:`.layouts`) and the document plans
+    the smallest that fits (the one with the lowest peak when none does), with the table beside it."""
+    layout = layout or Layout()
+    if settings.task == "generate" and layout.fsdp > 1:
+        raise PlanInputError("--fsdp shards a training step's states; a generation plan takes --tp only")
+    if settings.lora_r and (layout.cores > 1 or table):
+        raise PlanInputError(
+            "LoRA is planned on one core in this version: under TP, peft's adapters are plain tensors beside the "
+            "DTensor-sharded base layers (torch refuses to mix them in one matmul), and FSDPMemTracker installs a "
+            "gradient hook on the frozen base weights, which torch refuses"
+        )
+    if table and (settings.task != "train" or layout.cores > 1):
+        raise PlanInputError("--layouts searches the layouts of a training step; give it without --tp, --fsdp")
     path, config = model_config.load(model)
-    return report.build(model, path, config, settings, trace(config, settings), CORES[instance])
+    core = CORES[instance]
+    if not table:
+        return report.build(model, path, config, settings, trace(config, settings, layout), core, layout)
+    rows = layouts.search(config, settings, core.memory_bytes, core.instance_cores, jobs)
+    best = layouts.smallest(rows, core.memory_bytes, settings.gradient_checkpointing) or min(
+        rows, key=lambda row: row.traced(settings.gradient_checkpointing).peak_bytes
+    )
+    chosen = best.traced(settings.gradient_checkpointing)
+    document = report.build(model, path, config, settings, chosen, core, best.layout)
+    document["layouts"] = report.layout_table(rows, core)
+    return document

@@ -30,6 +30,13 @@ class Made:
     count: int = 1
 
 
+def local(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's part of a tensor: a DTensor's local shard (what the rank holds), else the tensor itself."""
+    from torch.distributed.tensor import DTensor
+
+    return tensor._local_tensor if isinstance(tensor, DTensor) else tensor
+
+
 class LargestTensors(TorchDispatchMode):
     """Records each op's output tensors by size while entered; :meth:`top` gives the largest kinds."""
 
@@ -48,6 +55,7 @@ class LargestTensors(TorchDispatchMode):
         return out
 
     def _record(self, op: str, tensor: torch.Tensor) -> None:
+        tensor = local(tensor)
         shape = tuple(int(size) for size in tensor.shape)
         key = (op, shape, str(tensor.dtype).removeprefix("torch."), self.phase)
         made = self._made.get(key)

@@ -16,11 +16,12 @@ from neuroncompat.plan import step
 from neuroncompat.plan.settings import PlanSettings
 
 
-def measure(config: Any, settings: PlanSettings, core: int = 0) -> dict[str, int]:
-    """The peak allocated on ``neuron:core`` by the end of each phase of one training step (seeded weights)."""
+def measure(config: Any, settings: PlanSettings, core: int = 0, world: Any = None) -> dict[str, int]:
+    """The peak allocated on ``neuron:core`` by the end of each phase of one training step (seeded weights); with
+    ``world`` (transformers' ``DistributedConfig`` and device meshes of a real process group) this rank's."""
     device = torch.device("neuron", core)
     torch.manual_seed(0)
-    model = step.build_model(config, settings, device)
+    model = step.build_model(config, settings, device, world)
     optimizer = step.build_optimizer(model, settings)
     ids = step.input_ids(config, settings, device)
     torch.accelerator.reset_peak_memory_stats(core)

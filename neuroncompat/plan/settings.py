@@ -23,7 +23,8 @@ class PlanInputError(Exception):
 @dataclass(frozen=True)
 class PlanSettings:
     """One step to plan. ``autocast`` is None or "bf16"; ``max_new_tokens`` only matters for generate (the static
-    cache holds ``seq_len + max_new_tokens`` positions)."""
+    cache holds ``seq_len + max_new_tokens`` positions); ``lora_r`` (None: full fine-tuning) trains LoRA adapters of
+    that rank on ``lora_targets`` (empty: peft's default modules for the model type) over a frozen base."""
 
     task: str = "train"
     batch_size: int = 1
@@ -33,6 +34,8 @@ class PlanSettings:
     optimizer: str = "adamw"
     gradient_checkpointing: bool = False
     max_new_tokens: int = 128
+    lora_r: int | None = None
+    lora_targets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name, value, allowed in (
@@ -47,9 +50,15 @@ class PlanSettings:
         for name, size in (("batch size", self.batch_size), ("sequence length", self.seq_len)):
             if size < 1:
                 raise PlanInputError(f"{name} {size}: must be at least 1")
+        if self.lora_r is not None and (self.lora_r < 1 or self.task != "train"):
+            raise PlanInputError(f"LoRA rank {self.lora_r}: LoRA plans a training step, with a rank of at least 1")
+        if self.lora_targets and self.lora_r is None:
+            raise PlanInputError("--lora-target names the modules of LoRA adapters: give --lora-r too")
         if self.task == "generate" and self.max_new_tokens < 1:
             raise PlanInputError(f"max new tokens {self.max_new_tokens}: must be at least 1")
 
     def as_dict(self) -> dict[str, Any]:
         """The settings as the JSON report lists them."""
-        return asdict(self)
+        fields = asdict(self)
+        fields["lora_targets"] = list(self.lora_targets)
+        return fields

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from neuroncompat.plan import lora, parallel
 from neuroncompat.plan.settings import PlanSettings
 
 TRAIN_PHASES = ("forward", "backward", "optimizer")
@@ -17,12 +19,21 @@ GENERATE_PHASES = ("prefill", "decode")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def build_model(config: Any, settings: PlanSettings, device: str | torch.device) -> torch.nn.Module:
-    """The model from its config alone (random weights: the plan never reads a checkpoint), on ``device``."""
+def build_model(config: Any, settings: PlanSettings, device: str | torch.device, world: Any = None) -> torch.nn.Module:
+    """The model from its config alone (random weights: the plan never reads a checkpoint), on ``device``, sharded
+    over ``world`` (:func:`neuroncompat.plan.parallel.fake_world`; None for one core) as ``from_pretrained`` shards
+    it, before the script enables checkpointing."""
     from transformers import AutoModelForCausalLM
 
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[settings.dtype])
+    model: Any
+    if settings.lora_r:  # built on meta, outside the fake mode, then given empty tensors (neuroncompat/plan/lora.py)
+        with unset_fake_temporarily(), torch.device("meta"):
+            model = lora.wrap(AutoModelForCausalLM.from_config(config, dtype=DTYPES[settings.dtype]), settings)
+        model = lora.materialize(model, device)  # one core only: neuroncompat.plan.plan refuses LoRA with a layout
+    else:
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[settings.dtype])
+        model = parallel.distribute(model, world)
     if settings.task == "train":
         model.train()
         if settings.gradient_checkpointing:
@@ -35,11 +46,19 @@ def build_model(config: Any, settings: PlanSettings, device: str | torch.device)
 def build_optimizer(model: torch.nn.Module, settings: PlanSettings) -> torch.optim.Optimizer:
     """The optimizer as torch builds it for a Neuron tensor: ``foreach`` is torch's default on an accelerator
     (and on TorchNeuron's PrivateUse1 device), not on the CPU the fake tensors claim, and foreach AdamW holds a
-    parameter-sized temporary during ``step``, so the plan asks for it explicitly."""
+    parameter-sized temporary during ``step``, so the plan asks for it explicitly.
+
+    A tensor-parallel model mixes DTensor parameters (the sharded layers) with plain ones (the norms), and a
+    ``foreach`` op refuses such a mix, so each kind gets its own parameter group; the step's temporary is then
+    per group, smaller by the plain parameters' share (the norms: well under 1% of a Llama)."""
+    from torch.distributed.tensor import DTensor
+
     params = [p for p in model.parameters() if p.requires_grad]
+    kinds = [[p for p in params if isinstance(p, DTensor)], [p for p in params if not isinstance(p, DTensor)]]
+    groups: list[dict[str, Any]] = [{"params": kind} for kind in kinds if kind]
     if settings.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=1e-3, foreach=True)
-    return torch.optim.AdamW(params, foreach=True)
+        return torch.optim.SGD(groups, lr=1e-3, foreach=True)
+    return torch.optim.AdamW(groups, foreach=True)
 
 
 def input_ids(config: Any, settings: PlanSettings, device: str | torch.device) -> torch.Tensor:

@@ -11,27 +11,41 @@ and the inputs (registered with ``track_external``, reported as "inputs").
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed._tools.mem_tracker import MemTracker
+from torch.distributed.fsdp import FSDPModule
 
-from neuroncompat.plan import step
-from neuroncompat.plan.largest import LargestTensors, Made
+from neuroncompat.plan import parallel, step
+from neuroncompat.plan.largest import LargestTensors, Made, local
+from neuroncompat.plan.parallel import Layout
 from neuroncompat.plan.settings import PlanSettings
 
-# MemTracker's reference types (its _MemRefType values) by the names the report uses
+# MemTracker's reference types (its _MemRefType values, and FSDPMemTracker's _FSDPRefType values) by the names
+# the report uses: on an FSDP layout "parameters" and "gradients" are this rank's shards, and the all-gathered
+# (unsharded) copies and the collectives' buffers are categories of their own
 CATEGORIES = {
     "Parameter": "parameters",
+    "Sharded Param": "parameters",
+    "Unsharded Param": "unsharded_parameters",
     "Buffer": "buffers",
     "Gradient": "gradients",
+    "Sharded Grad": "gradients",
+    "Unsharded Grad": "unsharded_gradients",
     "Activation": "activations",
     "Temp": "temporaries",
+    "All Gather": "all_gather",
+    "Reduce Scatter": "reduce_scatter",
     "Optstate": "optimizer_states",
+    "OptState": "optimizer_states",
     "Other": "inputs",
+    "Inputs": "inputs",
 }
 _TOTAL = "Total"
 
@@ -84,14 +98,51 @@ def _one_sequence_per_row() -> Iterator[None]:
         masking_utils.find_packed_sequence_indices = found
 
 
-def trace(config: Any, settings: PlanSettings) -> Trace:
-    """Build MODEL from ``config`` on fake tensors and run the planned step under MemTracker."""
-    with FakeTensorMode(), _one_sequence_per_row():
-        model = step.build_model(config, settings, "cpu")
-        optimizer = step.build_optimizer(model, settings) if settings.task == "train" else None
-        ids = step.input_ids(config, settings, "cpu")
+class _NoHook:
+    """The handle of a gradient hook never installed (a frozen parameter's)."""
+
+    def remove(self) -> None:
+        return None
+
+
+def _tracker(model: torch.nn.Module, optimizer: Any, ids: torch.Tensor) -> MemTracker:
+    """FSDPMemTracker for an FSDP2 model (it tells this rank's shards from the all-gathered copies), else
+    MemTracker; either counts the model, the optimizer's states and the inputs.
+
+    MemTracker installs a gradient hook on every parameter a module holds, and torch refuses a hook on a tensor
+    that does not require gradients: a LoRA plan's frozen base weights. They get no gradient, so each is entered
+    as already hooked (MemTracker's own table of hook handles) and still counted as a parameter."""
+    tracker: MemTracker
+    if isinstance(model, FSDPModule):
+        tracker = FSDPMemTracker(model, optimizer)
+        tracker.track_inputs((ids,))
+    else:
         tracker = MemTracker()
         tracker.track_external(model, ids, *([optimizer] if optimizer is not None else []))
+    for param in model.parameters():
+        if not param.requires_grad:
+            tracker._param_to_grad_hook_handles[param] = (_NoHook(), _NoHook())
+    return tracker
+
+
+def trace(config: Any, settings: PlanSettings, layout: Layout | None = None) -> Trace:
+    """Build MODEL from ``config`` on fake tensors, sharded by ``layout`` over a fake process group, and run the
+    planned step of its rank 0 under MemTracker."""
+    layout = layout or Layout()
+    parallel.check(config, layout)
+    with (
+        warnings.catch_warnings(),
+        parallel.fake_world(layout) as world,
+        parallel.on_fake_tensors(),
+        FakeTensorMode(),
+        _one_sequence_per_row(),
+    ):
+        # FSDP2 warns that a module returns a view an in-place op could break; that is about values, not memory
+        warnings.filterwarnings("ignore", message=".*returned a view tensor", category=UserWarning)
+        model = step.build_model(config, settings, "cpu", world)
+        optimizer = step.build_optimizer(model, settings) if settings.task == "train" else None
+        ids = step.input_ids(config, settings, "cpu")
+        tracker = _tracker(model, optimizer, ids)
         largest = LargestTensors()
         phase_peaks: dict[str, int] = {}
 
@@ -110,7 +161,7 @@ def trace(config: Any, settings: PlanSettings) -> Trace:
                 cache = step.generate_step(model, config, ids, settings, after)
         total, split = _peak(tracker)
         params = sorted(
-            ((name, p.numel() * p.element_size()) for name, p in model.named_parameters()),
+            ((name, local(p).numel() * p.element_size()) for name, p in model.named_parameters()),
             key=lambda item: item[1],
             reverse=True,
         )
@@ -121,7 +172,7 @@ def trace(config: Any, settings: PlanSettings) -> Trace:
             phase_peaks=phase_peaks,
             largest=largest.top(),
             parameters=params[:3],
-            parameter_count=sum(p.numel() for p in model.parameters()),
+            parameter_count=sum(p.numel() for p in model.parameters()),  # a DTensor's numel is the whole one
             kv_cache_bytes=_cache_bytes(cache),
         )
 

@@ -1,0 +1,50 @@
+"""LoRA adapters on the fake model with the real peft: the base frozen (no gradients, no optimizer state), only the
+adapters trained, as ``get_peft_model`` sets a fine-tuning script up.
+
+peft moves each new adapter to its base layer's device and dtype with ``Module.to``, and on torch 2.13
+``Module.to`` cannot run on a parameter made under ``FakeTensorMode`` (torch swaps the parameter, and the fake
+mode holds a weak reference to it: "Cannot swap t1 because it has weakref associated with it"). So the model and
+its adapters are built on the meta device, where peft's moves work and no memory is used, and then each parameter
+and buffer is replaced by an empty one on the planned device (:func:`materialize`): under the plan's fake mode a
+fake tensor, on the simulated device a real one. Shared parameters (tied embeddings) stay shared.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from neuroncompat.plan.settings import PlanInputError, PlanSettings
+
+
+def wrap(model: torch.nn.Module, settings: PlanSettings) -> Any:
+    """``model`` with LoRA adapters of rank ``settings.lora_r`` on ``settings.lora_targets`` (peft's default
+    modules for the model type when none are given)."""
+    from peft import LoraConfig, get_peft_model
+
+    targets = list(settings.lora_targets) or None
+    try:
+        return get_peft_model(model, LoraConfig(r=settings.lora_r or 8, target_modules=targets))
+    except ValueError as exc:  # a target that matches no module, a model type peft has no default for
+        raise PlanInputError(f"peft cannot add LoRA adapters to this model: {exc}") from exc
+
+
+def materialize(model: torch.nn.Module, device: str | torch.device) -> torch.nn.Module:
+    """Every meta parameter and buffer of ``model`` replaced by an empty tensor of its shape on ``device``."""
+    made: dict[int, torch.Tensor] = {}
+
+    def empty(tensor: torch.Tensor, parameter: bool) -> torch.Tensor:
+        if id(tensor) not in made:
+            new = torch.empty(tensor.shape, dtype=tensor.dtype, device=device)
+            made[id(tensor)] = torch.nn.Parameter(new, requires_grad=tensor.requires_grad) if parameter else new
+        return made[id(tensor)]
+
+    for module in model.modules():
+        for name, param in module._parameters.items():
+            if param is not None:
+                module._parameters[name] = empty(param, parameter=True)  # type: ignore[assignment]
+        for name, buffer in module._buffers.items():
+            if buffer is not None:
+                module._buffers[name] = empty(buffer, parameter=False)
+    return model
