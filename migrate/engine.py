@@ -167,7 +167,11 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
     root = ctx.frames[0]
     shim = options.shim and (facts.shim_wanted or (facts.entry_script and (root.hits or transformer.todos_added)))
     if root.hits or transformer.todos_added or shim:
-        new_module = add_imports(new_module, ([SHIM] if shim else []) + sorted(ctx.needed_imports))
+        imported = add_imports(new_module, ([SHIM] if shim else []) + sorted(ctx.needed_imports))
+        if imported is new_module and not (root.hits or transformer.todos_added or transformer.rewrote):
+            # an entry script that already imports the shim (a confirming pass over a migrated script): no rendering
+            return FileResult(path, "unchanged", todos=find_todos(text))
+        new_module = imported
     elif not transformer.rewrote:  # no node replaced: the tree is the parsed one, and libcst renders it as parsed
         return FileResult(path, "unchanged", todos=find_todos(text))
     new_bytes = new_module.bytes
