@@ -2,9 +2,10 @@
 
 libcst's traversal rebuilds every node it visits, whether a hook changes it or not; in library code that passes the
 prefilter most of a file is methods that mention none of the tokens of the families switched on for it. A statement
-whose code lines hold none of those tokens (nor `import`: the import map is built while visiting) is *cold*: its
-hooks find nothing to act on, so not visiting inside it keeps it identical (libcst leaves an unvisited subtree as
-parsed) at a third of the cost.
+whose code lines hold none of those tokens, no `import` (the import map is built while visiting) and no name bound by
+an import that holds one (`ac()` after `from torch.cuda.amp import autocast as ac`) is *cold*: its hooks find nothing
+to act on, so not visiting inside it keeps it identical (libcst leaves an unvisited subtree as parsed) at a third of
+the cost. Its own frame and hooks still run (as for any statement), only its inside is not visited.
 
 Where a statement spans comes from CPython's tree, which the engine builds anyway (the nesting check and the
 docstring lines): its statements are libcst's, a simple statement line holding one CPython statement per `;`. The
@@ -94,18 +95,20 @@ def with_imported_names(data: bytes, tokens: re.Pattern[bytes]) -> re.Pattern[by
 def hot_lines(data: bytes, tokens: re.Pattern[bytes], prose: Container[int]) -> list[int]:
     """The sorted 1-based lines of `data` where `tokens` match, comment, doctest and docstring lines (`prose`) aside.
 
-    The families' tokens never span a line break, so a match is on the line it starts on.
+    The families' tokens never span a line break, so a match is on the line it starts on; after one, the search
+    goes on at the next line (`device` occurs many times on a line of library code).
     """
     lines: list[int] = []
-    line, counted = 1, 0
-    for match in tokens.finditer(data):
+    line, counted, position = 1, 0, 0
+    while (match := tokens.search(data, position)) is not None:
         start = match.start()
         line += data.count(b"\n", counted, start)
         counted = start
-        if lines and lines[-1] == line:
-            continue
         if line not in prose and not PROSE.match(data, data.rfind(b"\n", 0, start) + 1):
             lines.append(line)
+        position = data.find(b"\n", start) + 1
+        if not position:
+            break
     return lines
 
 
