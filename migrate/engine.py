@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import libcst as cst
 
+from migrate.cold_statements import Span, cold_statements, statement_spans
 from migrate.context import FileContext
 from migrate.facts import FileFacts, wants_shim
 from migrate.imports import SHIM, add_imports
@@ -28,7 +29,7 @@ from migrate.options import Options
 from migrate.parser_limits import cpython_tree
 from migrate.prefilter import code_lines, docstring_lines, may_need_migration
 from migrate.results import FileResult, Finding, Rewrite, TextChange, find_todos
-from migrate.rule_families import ALL, active_families, rules_off
+from migrate.rule_families import ALL, active_families, rules_off, statement_tokens
 from migrate.statement_lines import statement_lines
 from migrate.transform import MigrationTransformer
 
@@ -121,9 +122,14 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
             prose = docstring_lines(tree) if tree is not None else set()
     if prose:
         rules_may_apply = may_need_migration(data, prose)
+    # where each statement is, for the statements the traversal need not visit (none without the prefilter)
+    spans = None
+    if options.prefilter:
+        spans = statement_spans(tree.body) if tree is not None else known.spans if known is not None else None
     tree = None  # not kept alive beside libcst's tree (on a 50,000-line file, hundreds of MiB)
+    code = code_lines(data, prose) if rules_may_apply and options.prefilter else b""
     # the families whose tokens the file's code holds (every one without the prefilter): only those are imported and run
-    families = (active_families(code_lines(data, prose)) if options.prefilter else ALL) if rules_may_apply else ()
+    families = (active_families(code) if options.prefilter else ALL) if rules_may_apply else ()
     if not families and not (options.shim and _may_want_shim(data)):
         return FileResult(path, "unchanged")
     rules_may_apply = bool(families)
@@ -145,7 +151,13 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
         neuron_kernels=dict(options.neuron_kernels),
         off_rules=rules_off(families),
     )
-    transformer = MigrationTransformer(ctx, track_generate=".generate(" in text, families=families)
+    track_generate = ".generate(" in text
+    cold: frozenset[int] = frozenset()
+    if spans is not None and rules_may_apply:
+        tokens = statement_tokens(families, code)
+        if tokens is not None:
+            cold = cold_statements(module, data, spans, tokens, prose, functions_only=track_generate)
+    transformer = MigrationTransformer(ctx, track_generate=track_generate, families=families, cold=cold)
     if rules_may_apply:
         new_module = module.visit(transformer)
         assert type(new_module) is cst.Module
@@ -155,7 +167,11 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
     root = ctx.frames[0]
     shim = options.shim and (facts.shim_wanted or (facts.entry_script and (root.hits or transformer.todos_added)))
     if root.hits or transformer.todos_added or shim:
-        new_module = add_imports(new_module, ([SHIM] if shim else []) + sorted(ctx.needed_imports))
+        imported = add_imports(new_module, ([SHIM] if shim else []) + sorted(ctx.needed_imports))
+        if imported is new_module and not (root.hits or transformer.todos_added or transformer.rewrote):
+            # an entry script that already imports the shim (a confirming pass over a migrated script): no rendering
+            return FileResult(path, "unchanged", todos=find_todos(text))
+        new_module = imported
     elif not transformer.rewrote:  # no node replaced: the tree is the parsed one, and libcst renders it as parsed
         return FileResult(path, "unchanged", todos=find_todos(text))
     new_bytes = new_module.bytes
@@ -174,7 +190,7 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
         assert isinstance(verified, ast.Module)
         leaf_only = not ctx.needed_imports and not ctx.needed_names and not transformer.todos_added and not shim
         settled = leaf_only and _settled(data, new_bytes, root.hits)
-        _VERIFIED[:] = [_Verified(new_bytes, docstring_lines(verified), settled)]
+        _VERIFIED[:] = [_Verified(new_bytes, docstring_lines(verified), settled, statement_spans(verified.body))]
     del verified  # CPython's tree of a large output is not kept beside libcst's two while the report is made
     new_text = new_bytes.decode(new_module.encoding, errors="replace")
     return FileResult(
@@ -195,6 +211,7 @@ class _Verified(NamedTuple):
     new: bytes
     prose: set[int]  # its docstring lines: `compile` built CPython's tree of it to verify it
     settled: bool  # provably a fixed point already (`_settled`): the confirming pass need not parse it
+    spans: tuple[Span, ...]  # where its statements are (`migrate.cold_statements`), from the same tree
 
 
 # The last output a pass verified. The confirming pass over those bytes reads its docstring lines from here, so a

@@ -44,7 +44,7 @@ _DIFFUSERS_TOKENS = (
 )
 _TRIGGERS = re.compile(_TOKENS)
 _DIFFUSERS_TRIGGERS = re.compile(_DIFFUSERS_TOKENS)
-_PROSE = re.compile(rb"[ \t]*(?:>>>|\.\.\.|#)")  # doctest and comment lines
+PROSE = re.compile(rb"[ \t]*(?:>>>|\.\.\.|#)")  # doctest and comment lines
 
 
 # Stage one: plain substrings (a C-speed scan); every token above contains one of them.
@@ -159,7 +159,7 @@ def code_lines(data: bytes, prose_lines: Container[int]) -> bytes:
     return b"\n".join(
         line
         for number, line in enumerate(data.split(b"\n"), start=1)
-        if not _PROSE.match(line) and number not in prose_lines
+        if not PROSE.match(line) and number not in prose_lines
     )
 
 
@@ -200,7 +200,7 @@ def _found(data: bytes, literals: tuple[bytes, ...], triggers: re.Pattern[bytes]
             end = data.find(b"\n", index)
             end = len(data) if end == -1 else end
             if (
-                not _PROSE.match(data, start)
+                not PROSE.match(data, start)
                 and triggers.search(data, start, end)
                 and (not prose_lines or data.count(b"\n", 0, start) + 1 not in prose_lines)
             ):

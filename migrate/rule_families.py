@@ -53,6 +53,10 @@ class Family(NamedTuple):
     module: str  # the module holding `RULES` and the hooks
     tokens: bytes | None = None  # regex over a file's bytes; None: only as another family's need (or rules only)
     needs: tuple[str, ...] = ()  # families this one's rewrites rely on (their `name`), loaded and dispatched with it
+    # A regex over a file's code: where it occurs, the family's hooks read statements that hold none of its tokens
+    # (a binding looked up later), so the traversal visits every statement (`migrate.cold_statements`). None:
+    # its hooks act on, and read, only statements holding its tokens (or imports); the default b"" matches any file.
+    whole_file: bytes | None = b""
 
     @property
     def name(self) -> str:
@@ -64,27 +68,40 @@ _RULES = "migrate.rules."
 _SHARED = ("settings",)  # the families that declare settings need `settings` to apply them
 
 FAMILIES: tuple[Family, ...] = (
-    Family(_RULES + "settings"),
-    Family(_RULES + "device", rb"cuda|device|\.to\(|pipeline|map_location|rank|gpu|DDP|DataParallel|FSDP", _SHARED),
-    Family(_RULES + "cuda_api", rb"cuda|nccl|set_device|mem_get_info", ("retired",)),
-    Family(_RULES + "legacy_tensor_types", rb"cuda(?:\.|[ \t]+import[^\n]*)\w*Tensor\b"),
+    Family(_RULES + "settings", whole_file=None),
+    Family(
+        _RULES + "device",
+        rb"cuda|device|\.to\(|pipeline|map_location|rank|gpu|DDP|DataParallel|FSDP",
+        _SHARED,
+        whole_file=None,
+    ),
+    Family(_RULES + "cuda_api", rb"cuda|nccl|set_device|mem_get_info", ("retired",), whole_file=None),
+    Family(_RULES + "legacy_tensor_types", rb"cuda(?:\.|[ \t]+import[^\n]*)\w*Tensor\b"),  # aliases: `Tensor(...)`
     Family(
         _RULES + "precision",
         rb"cuda|fp16|float16|half|torch_dtype|autocast|GradScaler|tf32|mixed_precision|amp",
         _SHARED,
+        whole_file=None,
     ),
-    Family(_RULES + "attention", rb"flash|xformers|attn_impl|attention_impl", ("settings", "legacy", "retired")),
+    Family(
+        _RULES + "attention",
+        rb"flash|xformers|attn_impl|attention_impl",
+        ("settings", "legacy", "retired"),
+        whole_file=None,
+    ),
     Family(
         _RULES + "quantization",
         rb"quantiz|load_in_|bitsandbytes|BitsAndBytes|bnb|paged_|8bit|4bit|prepare_model_for_",
         ("settings", "retired"),
+        whole_file=None,
     ),
-    Family(_RULES + "hub_kernels", rb"[Kk]ernel"),
-    Family(_RULES + "generate", rb"generate|vllm"),
-    Family(_RULES + "static_shapes", rb"DataLoader|[Cc]ollat|compile"),
+    Family(_RULES + "hub_kernels", rb"[Kk]ernel", whole_file=None),
+    # `llm = LLM(...)` names a vLLM engine whose `.generate(...)` the family rewrites: a statement without its tokens
+    Family(_RULES + "generate", rb"generate|vllm", whole_file=rb"vllm"),
+    Family(_RULES + "static_shapes", rb"DataLoader|[Cc]ollat|compile", whole_file=None),
     Family(_RULES + "diffusers_cuda", rb"diffusers|Generator", ("legacy",)),
-    Family(_RULES + "distributed", rb"nccl|backend", _SHARED),
-    Family(_RULES + "legacy", rb"optimum|torch_xla"),
+    Family(_RULES + "distributed", rb"nccl|backend", _SHARED, whole_file=None),
+    Family(_RULES + "legacy", rb"optimum|torch_xla", whole_file=None),
     Family(
         _RULES + "drift",
         rb"Trainer|evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|max_prompt_length|"
@@ -100,12 +117,14 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(_RULES + "compile_env", rb"NEURON_|CUSTOM_CACHE_REPO"),
     Family(_RULES + "xla", rb"xla|XLA|PJRT", ("legacy",)),
-    Family(_RULES + "tidy"),  # on wherever another family is (_WITH_ANY): it tidies what their rewrites left
-    Family(_RULES + "retired"),
+    # on wherever another family is (_WITH_ANY): it tidies what their rewrites left
+    Family(_RULES + "tidy", whole_file=None),
+    Family(_RULES + "retired", whole_file=None),
     Family(
         _RULES + "todo",
         rb"cuda|vllm|deepspeed|triton|apex|unsloth|flash_attn|liger_kernel|gptq|awq|bitsandbytes|cpp_extension|"
         rb"DataParallel|(?:BitsAndBytes|GPTQ|Awq|Hqq|TorchAo|FbgemmFp8)Config|max_memory",
+        whole_file=None,
     ),
     Family(_RULES + "todo_catalogue"),
     Family("migrate.configs.catalog"),
@@ -133,6 +152,22 @@ def active_families(data: bytes) -> tuple[str, ...]:
     found.update(need for family in FAMILIES if family.name in found for need in family.needs)
     found.update(_WITH_ANY)
     return tuple(name for name in ALL if name in found)
+
+
+def statement_tokens(names: tuple[str, ...], code: bytes) -> re.Pattern[bytes] | None:
+    """The tokens a statement must hold for a hook of the families `names` to act on it or read it; None where `code`
+    (the file's code lines) makes one of them read statements without its tokens (`Family.whole_file`), so every
+    statement must be visited."""
+    for family in FAMILIES:
+        if family.name in names and family.whole_file is not None and re.search(family.whole_file, code):
+            return None
+    return _statement_pattern(names)
+
+
+@cache
+def _statement_pattern(names: tuple[str, ...]) -> re.Pattern[bytes]:
+    tokens = [family.tokens for family in FAMILIES if family.name in names and family.tokens is not None]
+    return re.compile(b"|".join(tokens))
 
 
 def _module(family: Family) -> ModuleType:

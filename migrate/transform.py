@@ -92,9 +92,14 @@ def dispatch_table(families: tuple[str, ...]) -> dict[type[cst.CSTNode], tuple[H
 class MigrationTransformer(cst.CSTTransformer):
     """Applies the hooks of the file's families in a single pass over one module."""
 
-    def __init__(self, ctx: FileContext, track_generate: bool, families: tuple[str, ...]) -> None:
+    def __init__(
+        self, ctx: FileContext, track_generate: bool, families: tuple[str, ...], cold: frozenset[int] = frozenset()
+    ) -> None:
         super().__init__()
         self.ctx = ctx
+        # ids of statements no hook of the families can change (`migrate.cold_statements`): their frame is opened
+        # and closed and their own hooks run, but nothing inside them is visited, so they stay as parsed
+        self.cold = cold
         self.dispatch = dispatch_table(families)
         self.track_generate = track_generate
         self.elifs: set[int] = set()
@@ -134,6 +139,7 @@ class MigrationTransformer(cst.CSTTransformer):
                 self.elifs.add(id(node.orelse))  # type: ignore[attr-defined]
             if kind is cst.FunctionDef and self.track_generate:
                 ctx.flow.push_scope()
+            return id(node) not in self.cold
         elif kind is cst.Import:
             ctx.imports.add_import(node)  # type: ignore[arg-type]
         elif kind is cst.ImportFrom:
