@@ -1,36 +1,17 @@
-"""The four codemod gaps the fresh #27 campaign found on fetched scripts, one class each, on scripts written here.
-
-- a TRL 1.x removal (`setup_chat_format`) whose import stayed, so the migrated script died at import
-  (alignment-handbook `scripts/sft.py` calls it on one branch; philschmid's `run_fsdp_qlora.py` never does);
-- `from trl.commands.cli_utils import TrlParser` (TRL 0.x; the package is gone in 1.x);
-- `model_args.trust_remote_code` after TRL moved the field to the trainer configs (alignment-handbook's
-  `get_model`, philschmid's `run_sft.py`/`run_r1_grpo.py`);
-- a repository's own FlashAttention/xformers monkey patch (FastChat's `train_mem.py`/`train_xformers.py`).
-
-Where TRL is installed, the migrated code is also run against it: that it imports and reads what it should is
-what the campaign's runs lacked.
+"""TRL 1.x moves and removals in migrated scripts: removed helpers (`setup_chat_format`), the removed
+`trl.commands.cli_utils`, fields that moved to the trainer configs (`trust_remote_code`, SFTTrainer keywords),
+`group_by_length` carried with its value, recipes' `torch_dtype` and the scripts that read it. Where TRL is
+installed the migrated code also runs against it.
 """
 
 from __future__ import annotations
 
-import ast
+from pathlib import Path
 
 import pytest
+from migrated import migrate, migrate_with_todos
 
 from migrate.dispatch import migrate_file
-from migrate.options import Options
-
-
-def migrate(src: str, name: str = "train.py") -> tuple[str, list[str]]:
-    """The migrated text (which must parse and be a fixed point) and the ids of its TODOs."""
-    result = migrate_file(src.encode(), name, Options())
-    assert result.error is None, result.error
-    out = result.new.decode() if result.new is not None else src
-    ast.parse(out)
-    again = migrate_file(out.encode(), name, Options())
-    assert again.new is None, "a second run changed the output"
-    return out, [line.split("NM", 1)[1][:3] for line in out.splitlines() if "TODO(neuron-migrate NM" in line]
-
 
 # setup_chat_format: its import goes even while a branch still calls it -------------------------------
 
@@ -44,7 +25,7 @@ SFT_WITH_CHAT_FORMAT = (
 
 
 def test_a_removed_trl_helper_called_on_a_branch_loses_its_import_and_keeps_its_todo():
-    out, todos = migrate(SFT_WITH_CHAT_FORMAT)
+    out, todos = migrate_with_todos(SFT_WITH_CHAT_FORMAT)
     assert "from trl import SFTConfig, SFTTrainer\n" in out
     assert todos == ["924"]
     todo_line, call_line = out.splitlines()[-3:-1]
@@ -56,7 +37,7 @@ def test_the_migrated_script_imports_under_trl_1x_and_runs_the_branch_not_taken(
     pytest.importorskip("trl")
     with pytest.raises(ImportError, match="setup_chat_format"):
         exec(compile(SFT_WITH_CHAT_FORMAT, "train.py", "exec"), {})
-    out, _ = migrate(SFT_WITH_CHAT_FORMAT)
+    out, _ = migrate_with_todos(SFT_WITH_CHAT_FORMAT)
     namespace: dict[str, object] = {}
     exec(compile(out, "train.py", "exec"), namespace)
 
@@ -69,16 +50,16 @@ def test_the_migrated_script_imports_under_trl_1x_and_runs_the_branch_not_taken(
 
 def test_an_unused_import_of_a_removed_trl_helper_goes_without_a_todo():
     src = "import torch\nfrom trl import setup_chat_format\nfrom peft import LoraConfig\n\nx = torch.zeros(2).cuda()\n"
-    out, todos = migrate(src)
+    out, todos = migrate_with_todos(src)
     assert "setup_chat_format" not in out
     assert "from peft import LoraConfig\n" in out
     assert todos == []
 
 
 def test_an_aliased_or_attribute_call_gets_the_todo_too():
-    aliased, todos = migrate("from trl import setup_chat_format as chatml\n\nm, t = chatml(m, t)\n")
+    aliased, todos = migrate_with_todos("from trl import setup_chat_format as chatml\n\nm, t = chatml(m, t)\n")
     assert "import" not in aliased and todos == ["924"]
-    attribute, todos = migrate("import trl\n\nm, t = trl.setup_chat_format(m, t)\n")
+    attribute, todos = migrate_with_todos("import trl\n\nm, t = trl.setup_chat_format(m, t)\n")
     assert attribute.startswith("import trl\n") and todos == ["924"]
 
 
@@ -91,7 +72,7 @@ def test_trl_parser_from_the_removed_cli_utils_is_imported_from_trl():
         "from trl.commands.cli_utils import  TrlParser\n"
         "from trl.commands.cli_utils import init_zero_verbose as quiet\n"
     )
-    out, _ = migrate(src)
+    out, _ = migrate_with_todos(src)
     assert "trl.commands" not in out
     assert "from trl import TrlParser\n" in out and "from trl import init_zero_verbose as quiet\n" in out
     pytest.importorskip("trl")
@@ -99,7 +80,7 @@ def test_trl_parser_from_the_removed_cli_utils_is_imported_from_trl():
 
 
 def test_a_cli_utils_name_trl_1x_does_not_export_is_left_in_place():
-    out, _ = migrate("from trl.commands.cli_utils import TrlParser, SFTScriptArguments\n")
+    out, _ = migrate_with_todos("from trl.commands.cli_utils import TrlParser, SFTScriptArguments\n")
     assert out == "from trl.commands.cli_utils import SFTScriptArguments\nfrom trl import TrlParser\n"
 
 
@@ -120,7 +101,7 @@ TRUST_REMOTE_CODE = (
 
 
 def test_trust_remote_code_is_read_from_the_trainer_config_in_reach():
-    out, todos = migrate(TRUST_REMOTE_CODE)
+    out, todos = migrate_with_todos(TRUST_REMOTE_CODE)
     assert "    return dict(trust_remote_code=training_args.trust_remote_code)\n" in out
     assert "get_tokenizer(model_args, training_args), training_args.trust_remote_code\n" in out
     # a later function without a trainer config must not read the previous function's parameter
@@ -135,7 +116,7 @@ def test_the_flag_reaches_the_migrated_reads_through_trl_parser():
     exec(compile(TRUST_REMOTE_CODE, "train.py", "exec"), namespace)
     with pytest.raises(AttributeError, match="trust_remote_code"):
         namespace["main"](argv)  # type: ignore[operator]
-    out, _ = migrate(TRUST_REMOTE_CODE)
+    out, _ = migrate_with_todos(TRUST_REMOTE_CODE)
     namespace = {}
     exec(compile(out, "train.py", "exec"), namespace)
     assert namespace["main"](argv) == ({"trust_remote_code": True}, True)  # type: ignore[operator]
@@ -148,49 +129,8 @@ def test_a_script_that_sets_the_field_itself_is_left_alone():
         "    model_args.trust_remote_code = True\n"
         "    return model_args.trust_remote_code\n"
     )
-    out, todos = migrate(src)
+    out, todos = migrate_with_todos(src)
     assert out == src and todos == []
-
-
-# a repository's own attention monkey patch -----------------------------------------------------------------
-
-
-def test_a_flash_attention_monkey_patch_goes_with_its_import():
-    src = (
-        "# Need to call this before importing transformers.\n"
-        "from fastchat.train.llama2_flash_attn_monkey_patch import (\n"
-        "    replace_llama_attn_with_flash_attn,\n"
-        ")\n\n"
-        "replace_llama_attn_with_flash_attn()\n\n"
-        "from fastchat.train.train import train\n\n"
-        'if __name__ == "__main__":\n    train()\n'
-    )
-    out, todos = migrate(src)
-    assert "flash_attn" not in out and todos == []
-    assert "from fastchat.train.train import train\n" in out
-
-
-def test_a_monkey_patch_behind_an_option_goes_with_its_if():
-    src = (
-        "import torch\n"
-        "from utils.llama_patch import replace_attn_with_flash_attn\n"
-        "from fastchat.train.llama_xformers_attn_monkey_patch import replace_llama_attn_with_xformers_attn\n\n\n"
-        "def train(args, model):\n"
-        "    if args.flash_attn:\n"
-        "        replace_attn_with_flash_attn()\n"
-        "    if args.xformers:\n"
-        "        replace_llama_attn_with_xformers_attn()\n"
-        "    model.to(torch.device('cuda'))\n"
-    )
-    out, _ = migrate(src)
-    assert "replace_" not in out and "args.flash_attn" not in out and "args.xformers" not in out
-    assert "def train(args, model):\n    model.to(" in out
-
-
-def test_a_patch_whose_result_is_used_stays():
-    src = "import torch\nfrom patch import replace_llama_attn_with_flash_attn\n\nok = replace_llama_attn_with_flash_attn()\n"
-    out, _ = migrate(src)
-    assert "ok = replace_llama_attn_with_flash_attn()" in out
 
 
 # trainer keywords TRL 1.x reads only from the config (philschmid's run_fsdp_qlora.py: SFTTrainer(packing=True)) -----
@@ -202,7 +142,7 @@ def test_sft_trainer_keywords_that_moved_to_the_config_get_a_todo_naming_each():
         "trainer = SFTTrainer(\n    model=model,\n    args=training_args,\n    dataset_text_field='text',\n"
         "    max_seq_length=64,\n    packing=True,\n    chars_per_token=3.6,\n)\n"
     )
-    out, todos = migrate(src)
+    out, todos = migrate_with_todos(src)
     assert todos == ["929"]
     assert (
         "TRL 1.x SFTTrainer no longer takes these keywords: set dataset_text_field, max_seq_length (there: max_length), "
@@ -213,7 +153,7 @@ def test_sft_trainer_keywords_that_moved_to_the_config_get_a_todo_naming_each():
 
 def test_a_trainer_of_another_library_is_left_alone():
     src = "from mylib import SFTTrainer\n\ntrainer = SFTTrainer(model, packing=True)\n"
-    assert migrate(src) == (src, [])
+    assert migrate_with_todos(src) == (src, [])
 
 
 def test_the_moved_keywords_table_matches_the_installed_trl():
@@ -230,3 +170,71 @@ def test_the_moved_keywords_table_matches_the_installed_trl():
         assert not set(moved) & set(parameters), trainer
         assert {target for target in moved.values() if target is not None} <= fields, trainer
         assert not {keyword for keyword, target in moved.items() if target is None} & fields, trainer
+
+
+# C2: group_by_length=<expr> carries its value ------------------------------------------------------
+
+
+def test_c2_group_by_length_expression_is_carried_not_switched_on():
+    src = (
+        "import transformers\n\n"
+        "def train(group_by_length: bool = False):\n"
+        '    return transformers.TrainingArguments(output_dir="o", group_by_length=group_by_length)\n'
+    )
+    out = migrate(src)
+    assert 'train_sampling_strategy="group_by_length" if group_by_length else "random"' in out
+    literal = migrate('import transformers\na = transformers.TrainingArguments(output_dir="o", group_by_length=True)\n')
+    assert 'train_sampling_strategy="group_by_length")' in literal
+
+
+def test_c2_the_else_value_is_transformers_default():
+    import dataclasses
+
+    transformers = pytest.importorskip("transformers")
+    fields = {f.name: f for f in dataclasses.fields(transformers.TrainingArguments)}
+    assert fields["train_sampling_strategy"].default == "random"
+
+
+# YAML recipes' torch_dtype -> dtype (NM818): the script's readers follow ------------------------------
+
+MODEL_UTILS = (
+    "import torch\nfrom trl import ModelConfig\n\n\n"
+    "def get_dtype(model_args: ModelConfig):\n"
+    '    return model_args.torch_dtype if model_args.torch_dtype in ["auto", None] else getattr(torch, model_args.torch_dtype)\n\n\n'
+    "def get_dtype_unannotated(model_args, training_args):\n"
+    "    return model_args.torch_dtype\n"
+)
+
+
+def test_readers_of_trl_model_config_torch_dtype_follow_the_recipe_rename():
+    out = migrate(MODEL_UTILS, "model_utils.py")
+    assert "torch_dtype" not in out.replace("import torch", "")
+    assert "model_args.dtype if model_args.dtype in" in out
+    assert "return model_args.dtype\n" in out
+
+
+def test_a_migrated_recipe_and_its_migrated_reader_agree(tmp_path: Path):
+    trl = pytest.importorskip("trl")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_bytes(migrate_file(b"model_name_or_path: m\ntorch_dtype: bfloat16\n", "recipe.yaml").new)
+    (model_args,) = trl.TrlParser((trl.ModelConfig,)).parse_yaml_file(str(recipe))
+    namespace: dict = {}
+    exec(compile(migrate(MODEL_UTILS, "model_utils.py"), "model_utils.py", "exec"), namespace)
+    import torch
+
+    assert namespace["get_dtype"](model_args) is torch.bfloat16
+    assert namespace["get_dtype_unannotated"](model_args, None) == "bfloat16"
+
+
+def test_a_scripts_own_torch_dtype_field_read_from_recipes_gets_a_todo():
+    own = (
+        "from dataclasses import dataclass\nfrom transformers import HfArgumentParser\n\n\n"
+        "@dataclass\nclass ModelArguments:\n    torch_dtype: str = 'auto'\n\n\n"
+        "(model_args,) = HfArgumentParser(ModelArguments).parse_yaml_file('recipe.yaml')\n"
+        "dtype = model_args.torch_dtype\n"
+    )
+    out = migrate(own)
+    assert "NM927" in out
+    assert "dtype = model_args.torch_dtype\n" in out  # its own field: the read stays
+    cli = own.replace("parse_yaml_file('recipe.yaml')", "parse_args_into_dataclasses()")
+    assert "NM927" not in migrate(cli)
