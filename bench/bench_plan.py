@@ -57,14 +57,12 @@ def accuracy() -> list[dict[str, Any]]:
     """One row per (model, setting): the plan's and the simulator's peak per phase, and the worst error."""
     from transformers import LlamaConfig
 
-    import neuroncompat
     from neuroncompat import simulator
     from neuroncompat.plan.measure import measure
     from neuroncompat.plan.settings import PlanSettings
     from neuroncompat.plan.trace import trace
 
-    neuroncompat.revert()  # the device without the shim's patches (enable() starts a shim imported before it)
-    simulator.enable(cores=1)
+    simulator.enable(cores=1, shim=False)  # the device alone: the plan is of the device, not the patches
     rows = []
     for name, (shape, batch, seq) in MODELS.items():
         config = LlamaConfig(**shape)

@@ -76,8 +76,7 @@ def main() -> None:
 
     if shim.is_active():
         raise AssertionError("import neuroncompat patched something before the device existed")
-    neuroncompat.revert()  # "off": enable() would start the shim imported above
-    simulator.enable(cores=2)
+    simulator.enable(cores=2, shim=False)  # "off" first; set_shim switches
     with tempfile.TemporaryDirectory() as root:
         step, _, _ = make_step(build_model_dir(root, "tiny"), "neuron", bf16=False, foreach=None)
         for _ in range(args.warmup):

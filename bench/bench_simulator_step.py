@@ -188,11 +188,9 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    import neuroncompat
     from neuroncompat import simulator
 
-    neuroncompat.revert()  # the device without the shim's patches (enable() starts a shim imported before it)
-    simulator.enable(cores=2)
+    simulator.enable(cores=2, shim=False)  # the device alone, as the CPU side has no patches
     sizes = list(SIZES) if args.size == "both" else [args.size]
     with tempfile.TemporaryDirectory() as root:
         model_dirs = {size: build_model_dir(str(Path(root) / size), size) for size in sizes}

@@ -312,11 +312,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print every result as JSON")
     args = parser.parse_args()
 
-    import neuroncompat
     from neuroncompat import simulator
 
-    neuroncompat.revert()  # the device without the shim's patches (enable() starts a shim imported before it)
-    simulator.enable(cores=2)
+    simulator.enable(cores=2, shim=False)  # the device alone: its own op coverage
     dtypes = [getattr(torch, d) for d in args.dtypes.split(",")]
     start = time.perf_counter()
     names = args.ops.split(",") if args.ops else QUICK if args.quick else None

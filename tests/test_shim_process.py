@@ -125,6 +125,24 @@ def test_doctor_lists_every_patch() -> None:
         assert any(line.split()[:2] == [pid, "applies"] for line in result.stdout.splitlines()), (pid, result.stdout)
 
 
+def test_the_device_alone_leaves_a_shim_imported_before_it_inactive() -> None:
+    """`simulator.enable(shim=False)`: the device without the patches, in a process that imported neuroncompat
+    (the benches of the device's own step and op coverage); a later `apply()` still starts them."""
+    code = """
+    import neuroncompat
+    from neuroncompat import shim, simulator
+    simulator.enable(cores=1, shim=False)
+    import torch
+    print("ALONE", torch.neuron.is_available(), shim.is_active())
+    neuroncompat.apply()
+    print("APPLIED", shim.is_active())
+    """
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert "ALONE True False" in result.stdout.splitlines()
+    assert "APPLIED True" in result.stdout.splitlines()
+
+
 @pytest.mark.slow  # a fresh interpreter loading a model, about 10 s
 def test_shim_imported_before_the_simulator_starts_when_the_device_appears(tiny_qwen: Path) -> None:
     """`import neuroncompat` first, `simulator.enable()` after (a notebook's order): the patches start then,

@@ -106,9 +106,13 @@ def register_backend() -> None:
         distributed.register()
 
 
-def enable(cores: int | None = None) -> None:
+def enable(cores: int | None = None, *, shim: bool = True) -> None:
     """Turn the simulated device on for a host of ``cores`` NeuronCores (default: env or 2), showing the
-    process the ones ``NEURON_RT_VISIBLE_CORES`` names when it is set."""
+    process the ones ``NEURON_RT_VISIBLE_CORES`` names when it is set.
+
+    A shim imported before (``import neuroncompat`` found no device) starts its patches now, as it would on a
+    trn2; ``shim=False`` gives the device alone, for what measures the device itself (the benches of its
+    step, its op coverage, the plan's accuracy) in a process that imported neuroncompat."""
     found = detect_torch_neuronx()
     if found.real_hardware_stack:
         raise RuntimeError(
@@ -128,9 +132,9 @@ def enable(cores: int | None = None) -> None:
     flex_attention.install()
     clear_availability_caches()
     logger.debug("simulated Neuron device enabled with %d core(s)", cores)
-    shim = sys.modules.get("neuroncompat.shim")  # not imported here: the device never starts the shim itself
-    if shim is not None:
-        shim.device_appeared()
+    started = sys.modules.get("neuroncompat.shim")  # not imported here: the device never imports the shim itself
+    if shim and started is not None:
+        started.device_appeared()
 
 
 def _visible_cores(host: int | None) -> int:
