@@ -81,50 +81,40 @@ def accuracy() -> list[dict[str, Any]]:
     return rows
 
 
-def speed() -> dict[str, Any]:
-    """Plan the 8B-shaped config in a fresh process: wall seconds, peak RSS, and what it planned."""
+def _plan_8b(options: list[str], timeout: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`neuroncompat plan` of the 8B-shaped config (bf16, sequence 2048) with ``options``, in a fresh process:
+    its JSON report, and what the process took (wall and CPU seconds, peak RSS, exit status)."""
     from transformers import LlamaConfig
 
     with tempfile.TemporaryDirectory() as folder:
         LlamaConfig(**LLAMA_8B).save_pretrained(folder)
-        argv = ["plan", folder, "--dtype", "bf16", "--batch-size", "1", "--seq-len", "2048", "--format", "json"]
+        argv = ["plan", folder, "--dtype", "bf16", "--seq-len", "2048", *options, "--format", "json"]
         command = [sys.executable, "-c", "from neuroncompat.cli import main; main()", *argv]  # the command, fresh
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         seconds = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    report = json.loads(done.stdout)
-    return {
+    took = {
         "seconds": seconds,
-        "cpu_seconds": usage.ru_utime + usage.ru_stime,
-        "peak_rss_bytes": usage.ru_maxrss * 1024,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
+        "peak_rss_bytes": usage.ru_maxrss * 1024,  # the largest child so far: the plan, unless a larger ran first
         "exit_code": done.returncode,
-        "per_core": report["per_core"],
     }
+    return json.loads(done.stdout), took
+
+
+def speed() -> dict[str, Any]:
+    """Plan the 8B-shaped config in a fresh process: wall seconds, peak RSS, and what it planned."""
+    report, took = _plan_8b(["--batch-size", "1"], timeout=900)
+    return {**took, "per_core": report["per_core"]}
 
 
 def table() -> dict[str, Any]:
     """The 8B-shaped layout table on trn2 in a fresh process with two trace workers: seconds, and the table."""
-    from transformers import LlamaConfig
-
-    with tempfile.TemporaryDirectory() as folder:
-        LlamaConfig(**LLAMA_8B).save_pretrained(folder)
-        argv = ["plan", folder, "--dtype", "bf16", "--seq-len", "2048", "--layouts", "--jobs", "2", "--format", "json"]
-        command = [sys.executable, "-c", "from neuroncompat.cli import main; main()", *argv]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
-        seconds = time.perf_counter() - start
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    report = json.loads(done.stdout)
-    return {
-        "seconds": seconds,
-        "cpu_seconds": usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime,
-        "exit_code": done.returncode,
-        "layout": report["layout"],
-        "per_core": report["per_core"],
-        "layouts": report["layouts"],
-    }
+    report, took = _plan_8b(["--layouts", "--jobs", "2"], timeout=1800)
+    took.pop("peak_rss_bytes")
+    return {**took, "layout": report["layout"], "per_core": report["per_core"], "layouts": report["layouts"]}
 
 
 def tp_accuracy() -> list[dict[str, Any]]:
