@@ -10,6 +10,7 @@ The issue's 12-layer hidden-512 figure is in bench/bench_plan.py, too slow for a
 from __future__ import annotations
 
 import pytest
+import torch
 
 from neuroncompat.plan.settings import PlanSettings
 
@@ -41,11 +42,14 @@ def test_the_tiny_model_plan_is_within_5_percent_in_every_phase(own_core: int) -
     assert max(errors.values()) <= TOLERANCE, errors
 
 
-# The tiny model's bf16 checkpointed backward is measured 6.5% above the plan, and MemTracker run over the same
-# step on real device tensors gives the plan's figure to the byte: the gap is the CPU kernels' own scratch memory
-# (bf16 SDPA and matmul backward, not tensors the dispatcher sees), which the simulator takes from the core and
-# the plan does not model (docs/plan.md). At 4 layers of hidden 256 it is 0.3%, at 12 of hidden 512 0.0%.
-CPU_SCRATCH = pytest.mark.xfail(strict=True, reason="the CPU kernels' scratch memory is 6.5% of the tiny model's peak")
+# The tiny model's bf16 checkpointed backward is measured above the plan, and MemTracker run over the same step on
+# real device tensors gives the plan's figure to the byte: the gap is the CPU kernels' own scratch memory (bf16 SDPA
+# and matmul backward, not tensors the dispatcher sees), which the simulator takes from the core and the plan does
+# not model (docs/plan.md). It grows with the intra-op threads: 3.2% with one (the suite's, tests/conftest.py),
+# 7.0% with two. At 4 layers of hidden 256 it is 0.3%, at 12 of hidden 512 0.0%.
+CPU_SCRATCH = pytest.mark.xfail(
+    torch.get_num_threads() > 1, strict=True, reason="with several threads the CPU kernels' scratch is over 5%"
+)
 
 
 @pytest.mark.slow  # eight real training steps on the simulated device
