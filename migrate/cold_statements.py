@@ -22,7 +22,7 @@ import ast
 import bisect
 import re
 from collections.abc import Container, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import libcst as cst
 
@@ -30,17 +30,25 @@ from migrate.prefilter import PROSE
 
 
 class Span(NamedTuple):
-    """The lines of one CPython statement (decorators included) and, for a class or function, its body's spans."""
+    """The lines of one CPython statement (decorators included), the line its own code starts on (the `def` of a
+    decorated function, where libcst positions it) and, for a compound statement, the spans of its blocks in libcst's
+    order (`_blocks`), so the reports can locate a libcst statement without rendering the tree (`statement_lines`)."""
 
     kind: type[ast.stmt]
     start: int
     end: int
-    body: tuple[Span, ...] | None
+    line: int
+    blocks: tuple[tuple[Span, ...], ...]
+
+    @property
+    def body(self) -> tuple[Span, ...] | None:
+        """A class's or function's body: the scopes the cold walk descends into."""
+        return self.blocks[0] if self.kind in _SCOPES else None
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # libcst's compound statements and the CPython statements each one is
-_COMPOUND: dict[type[cst.CSTNode], tuple[type[ast.stmt], ...]] = {
+COMPOUND: dict[type[cst.CSTNode], tuple[type[ast.stmt], ...]] = {
     cst.If: (ast.If,),
     cst.For: (ast.For, ast.AsyncFor),
     cst.While: (ast.While,),
@@ -52,20 +60,36 @@ _COMPOUND: dict[type[cst.CSTNode], tuple[type[ast.stmt], ...]] = {
     cst.Match: (ast.Match,),
 }
 
-_ALL_COMPOUND = frozenset(kind for kinds in _COMPOUND.values() for kind in kinds)
+ALL_COMPOUND = frozenset(kind for kinds in COMPOUND.values() for kind in kinds)
+_TRY: tuple[type[ast.stmt], ...] = (ast.Try, *COMPOUND[cst.TryStar])
 
 
 def statement_spans(body: Sequence[ast.stmt]) -> tuple[Span, ...]:
-    """The spans of a CPython body's statements, with the bodies of its classes and functions."""
+    """The spans of a CPython body's statements, with the blocks of its compound statements."""
     return tuple(
         Span(
             type(statement),
             min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))]),
             statement.end_lineno or statement.lineno,
-            statement_spans(statement.body) if isinstance(statement, _SCOPES) else None,
+            statement.lineno,
+            tuple(statement_spans(block) for block in _blocks(statement)),
         )
         for statement in body
     )
+
+
+def _blocks(statement: ast.stmt) -> tuple[Sequence[ast.stmt], ...]:
+    """A compound statement's blocks in the order libcst holds them (an `elif` is the `if` alone in an `orelse`)."""
+    if isinstance(statement, ast.If | ast.For | ast.AsyncFor | ast.While):
+        return (statement.body, statement.orelse)
+    if isinstance(statement, _TRY):
+        tried = cast("ast.Try", statement)  # or an `ast.TryStar`, which has the same fields
+        return (tried.body, *(handler.body for handler in tried.handlers), tried.orelse, tried.finalbody)
+    if isinstance(statement, ast.Match):
+        return tuple(case.body for case in statement.cases)
+    if isinstance(statement, ast.With | ast.AsyncWith | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return (statement.body,)
+    return ()
 
 
 # An import and what it names: `from torch.cuda.amp import autocast as ac`, `import torch.cuda as tc`,
@@ -147,11 +171,11 @@ def _walk(
         if kind is cst.SimpleStatementLine:
             count = len(statement.body)  # type: ignore[attr-defined]
             group = spans[index : index + count]
-            if len(group) != count or any(span.kind in _ALL_COMPOUND for span in group):
+            if len(group) != count or any(span.kind in ALL_COMPOUND for span in group):
                 return False
         else:
             group = spans[index : index + 1]
-            if not group or group[0].kind not in _COMPOUND.get(kind, ()):
+            if not group or group[0].kind not in COMPOUND.get(kind, ()):
                 return False
             count = 1
         index += count

@@ -198,7 +198,7 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
         "changed",
         new=new_bytes,
         hits=root.hits,
-        rewrites=_rewrites(module, root.hits, root.sites),
+        rewrites=_rewrites(module, root.hits, root.sites, spans if data.count(b"\r") == data.count(b"\r\n") else None),
         todos=find_todos(new_text),
         warnings=[Finding(rule_id, message) for rule_id, message in root.warnings],
         changes=[TextChange(text, new_text)],
@@ -251,14 +251,17 @@ def _settled(old: bytes, new: bytes, hits: Counter[str]) -> bool:
     return not may_need_migration(written)
 
 
-def _rewrites(module: cst.Module, hits: dict[str, int], sites: list[tuple[str, cst.CSTNode]]) -> list[Rewrite]:
+def _rewrites(
+    module: cst.Module, hits: dict[str, int], sites: list[tuple[str, cst.CSTNode]], spans: tuple[Span, ...] | None
+) -> list[Rewrite]:
     """Each rewrite at the line of the statement it was made in (`sites`, from the transformer's frames).
 
-    Lines come from one rendering of the parsed tree (`migrate.statement_lines`), made only for a file that
-    changed. A rule that took a hit back can leave a site too many (the later lines are dropped); a hit made
-    outside any statement (a module-level pass) has no line.
+    Lines come from CPython's statements (`spans`; None where a lone carriage return, a line break to CPython but
+    not to the line count of the reports, or no CPython tree leaves only a render of the parsed tree: see
+    `migrate.statement_lines`). A rule that took a hit back can leave a site too many (the later lines are dropped);
+    a hit made outside any statement (a module-level pass) has no line.
     """
-    lines = statement_lines(module, {statement for _, statement in sites}) if sites else {}
+    lines = statement_lines(module, {statement for _, statement in sites}, spans) if sites else {}
     located: dict[str, list[int | None]] = {}
     for rule_id, statement in sites:
         located.setdefault(rule_id, []).append(lines.get(statement))

@@ -57,6 +57,10 @@ class Family(NamedTuple):
     # (a binding looked up later), so the traversal visits every statement (`migrate.cold_statements`). None:
     # its hooks act on, and read, only statements holding its tokens (or imports); the default b"" matches any file.
     whole_file: bytes | None = b""
+    # A regex a statement must hold for the family's hooks to change it, where narrower than `tokens` (which switch
+    # the family on, generously: the device family's `device` and `rank` name what its rewrites read, not what they
+    # change); None: `tokens`. Statements holding neither it nor another on family's are not visited.
+    statement: bytes | None = None
 
     @property
     def name(self) -> str:
@@ -74,6 +78,11 @@ FAMILIES: tuple[Family, ...] = (
         rb"cuda|device|\.to\(|pipeline|map_location|rank|gpu|DDP|DataParallel|FSDP",
         _SHARED,
         whole_file=None,
+        # what each rewrite needs in its statement: a `cuda` literal (device values, comparisons, `map_location`
+        # through a variable set to one), `.to(` (an index or a rank), `pipeline` (NM106's ordinal, NM107),
+        # `device_map` (NM105, its TRL helper), a data-parallel wrapper (NM106's `device_ids`); `x.device` and
+        # `device=x.device`, everywhere in library code, hold none, and no hook of the family changes them
+        statement=rb"cuda|\.to\(|pipeline|device_map|DDP|DataParallel|FSDP",
     ),
     Family(_RULES + "cuda_api", rb"cuda|nccl|set_device|mem_get_info", ("retired",), whole_file=None),
     Family(_RULES + "legacy_tensor_types", rb"cuda(?:\.|[ \t]+import[^\n]*)\w*Tensor\b"),  # aliases: `Tensor(...)`
@@ -166,7 +175,7 @@ def statement_tokens(names: tuple[str, ...], code: bytes) -> re.Pattern[bytes] |
 
 @cache
 def _statement_pattern(names: tuple[str, ...]) -> re.Pattern[bytes]:
-    tokens = [family.tokens for family in FAMILIES if family.name in names and family.tokens is not None]
+    tokens = [family.statement or family.tokens for family in FAMILIES if family.name in names and family.tokens]
     return re.compile(b"|".join(tokens))
 
 

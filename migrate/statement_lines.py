@@ -1,5 +1,11 @@
 """The first line of given statements of a parsed module, for the reports that show each rewrite at its line.
 
+The engine has CPython's tree of the file anyway (the nesting check; for a later pass, the verification of the
+previous output) and keeps where its statements are (`migrate.cold_statements.Span`): a libcst statement's line is
+its CPython statement's `lineno`, found by walking the two trees' statements side by side (`from_spans`), which
+costs a small part of a render. Where the trees do not line up, or there is no CPython tree (the prefilter off),
+the lines come from one render (`rendered_lines`):
+
 libcst's `PositionProvider` computes a range for every node of the module, which costs about eight times
 rendering it; the reports need the line of a few statements. This renders the module once with a codegen
 state that counts newlines only when it reaches one of them, at the point where libcst records a node's
@@ -10,10 +16,12 @@ itself uses; `tests/migrate/test_statement_lines.py` holds its lines equal to `P
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+
+from migrate.cold_statements import ALL_COMPOUND, COMPOUND, Span
 
 
 class _AllFound(Exception):
@@ -57,8 +65,86 @@ class _LineCounter(CodegenState):
         return _NO_OP
 
 
-def statement_lines(module: cst.Module, statements: Collection[cst.CSTNode]) -> dict[cst.CSTNode, int]:
-    """The 1-based first line of each of `statements` (nodes of `module` itself) in `module`'s source.
+def statement_lines(
+    module: cst.Module, statements: Collection[cst.CSTNode], spans: tuple[Span, ...] | None
+) -> dict[cst.CSTNode, int]:
+    """The 1-based first line of each of `statements` (nodes of `module` itself) in `module`'s source, from `spans`
+    (its CPython statements', None for none) where the trees line up, else from a render."""
+    if spans is not None:
+        found = from_spans(module, statements, spans)
+        if found is not None:
+            return found
+    return rendered_lines(module, statements)
+
+
+def from_spans(
+    module: cst.Module, statements: Collection[cst.CSTNode], spans: tuple[Span, ...]
+) -> dict[cst.CSTNode, int] | None:
+    """The lines of `statements` from `spans`, the CPython statements of `module`'s source; None where libcst's and
+    CPython's statements do not line up."""
+    found: dict[cst.CSTNode, int] = {}
+    return found if _walk(module.body, spans, statements, found) else None
+
+
+def _walk(
+    body: Sequence[cst.CSTNode], spans: tuple[Span, ...], wanted: Collection[cst.CSTNode], found: dict[cst.CSTNode, int]
+) -> bool:
+    index = 0
+    for statement in body:
+        kind = type(statement)
+        if kind is cst.SimpleStatementLine:
+            count = len(statement.body)  # type: ignore[attr-defined]
+            group = spans[index : index + count]
+            if not count or len(group) != count or any(span.kind in ALL_COMPOUND for span in group):
+                return False
+            index += count
+            if statement in wanted:
+                found[statement] = group[0].line
+            continue
+        if index >= len(spans) or spans[index].kind not in COMPOUND.get(kind, ()):
+            return False
+        span = spans[index]
+        index += 1
+        if statement in wanted:
+            found[statement] = span.line
+        blocks = _blocks(statement)
+        if len(blocks) != len(span.blocks):
+            return False
+        for block, inner in zip(blocks, span.blocks, strict=True):
+            if block is not None and not _walk(block, inner, wanted, found):
+                return False
+    return index == len(spans)
+
+
+def _blocks(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode] | None]:
+    """A compound statement's blocks, as CPython's (`cold_statements._blocks`): the statements of each, an `elif`
+    alone (CPython's `orelse` holds its `if`), an absent `else` or `finally` empty, and None for a block on the header
+    line (`if x: y`), which holds no libcst statement to locate."""
+    kind = type(statement)
+    if kind is cst.If or kind is cst.For or kind is cst.While:
+        orelse = statement.orelse  # type: ignore[attr-defined]
+        other = () if orelse is None else [orelse] if type(orelse) is cst.If else _statements(orelse.body)
+        return [_statements(statement.body), other]  # type: ignore[attr-defined]
+    if kind is cst.Try or kind is cst.TryStar:
+        handlers = [_statements(handler.body) for handler in statement.handlers]  # type: ignore[attr-defined]
+        orelse, final = statement.orelse, statement.finalbody  # type: ignore[attr-defined]
+        return [
+            _statements(statement.body),  # type: ignore[attr-defined]
+            *handlers,
+            () if orelse is None else _statements(orelse.body),
+            () if final is None else _statements(final.body),
+        ]
+    if kind is cst.Match:
+        return [_statements(case.body) for case in statement.cases]  # type: ignore[attr-defined]
+    return [_statements(statement.body)]  # type: ignore[attr-defined]
+
+
+def _statements(block: cst.BaseSuite) -> Sequence[cst.CSTNode] | None:
+    return block.body if type(block) is cst.IndentedBlock else None
+
+
+def rendered_lines(module: cst.Module, statements: Collection[cst.CSTNode]) -> dict[cst.CSTNode, int]:
+    """The lines of `statements` from one render of `module`, which counts newlines only at the wanted ones.
 
     The rendering stops at the last of them: a rewrite near the top of a long file costs a few lines' codegen.
     """

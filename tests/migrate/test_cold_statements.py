@@ -71,3 +71,25 @@ def test_with_the_generate_data_flow_only_whole_functions_are_skipped():
     holder = next(s for s in module.body if type(s) is cst.ClassDef)
     assert id(holder) not in cold  # its `size = 3` counts as a use in the module's scope
     assert id(holder.body.body[1]) in cold  # `plain` is a scope of its own
+
+
+def test_a_statement_that_only_reads_a_device_is_skipped():
+    # library code: `device=x.device` and `x.device` switch the device family on but no hook of it changes them;
+    # a device literal, `.to(`, `device_map` or a `pipeline` call is where its rewrites are
+    source = b"""import torch
+
+
+def make_mask(x):
+    return torch.ones(x.shape, device=x.device)
+
+
+def load(name):
+    return AutoModel.from_pretrained(name, device_map="auto")
+
+
+def place(model, rank):
+    return model.to(rank)
+"""
+    assert _cold_names(source) == {"make_mask"}
+    result = migrate_source(source, "lib.py")
+    assert result.new is not None and b'device_map="neuron"' in result.new

@@ -7,6 +7,7 @@ which, where, and why in each format, and a team must be able to land the safe p
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 from pathlib import Path
@@ -17,8 +18,9 @@ from click.testing import CliRunner
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from migrate.cli import main
+from migrate.cold_statements import statement_spans
 from migrate.engine import _line_map
-from migrate.statement_lines import statement_lines
+from migrate.statement_lines import from_spans, rendered_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "finetune_cuda.py"
@@ -99,11 +101,13 @@ def test_safe_only_lands_the_safe_part_and_leaves_the_unsafe_rest_for_review(scr
 
 def test_statement_lines_agree_with_libcst_positions_on_the_fixtures() -> None:
     for path in sorted((ROOT / "fixtures").rglob("*.py"))[:40]:
-        module = cst.parse_module(path.read_bytes())
+        data = path.read_bytes()
+        module = cst.parse_module(data)
         statements = [n for n in _walk(module) if isinstance(n, cst.SimpleStatementLine | cst.BaseCompoundStatement)]
         positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        lines = statement_lines(module, set(statements))
-        assert {n: positions[n].start.line for n in statements} == lines, path
+        expected = {n: positions[n].start.line for n in statements}
+        assert rendered_lines(module, set(statements)) == expected, path
+        assert from_spans(module, set(statements), statement_spans(ast.parse(data).body)) == expected, path
 
 
 def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
