@@ -162,23 +162,37 @@ def cold_statements(
     return frozenset(cold)
 
 
-def _walk(
-    body: Sequence[cst.BaseStatement], spans: tuple[Span, ...], hot: list[int], functions_only: bool, cold: set[int]
-) -> bool:
+def aligned(body: Sequence[cst.CSTNode], spans: tuple[Span, ...]) -> list[tuple[cst.CSTNode, tuple[Span, ...]]] | None:
+    """Each libcst statement of `body` with the CPython statements of `spans` it holds: a simple statement line one
+    per `;`-separated statement, a compound statement its own. None where the two do not line up (the cold walk and
+    `statement_lines.from_spans` then fall back to visiting and rendering everything)."""
+    pairs: list[tuple[cst.CSTNode, tuple[Span, ...]]] = []
     index = 0
     for statement in body:
         kind = type(statement)
         if kind is cst.SimpleStatementLine:
             count = len(statement.body)  # type: ignore[attr-defined]
             group = spans[index : index + count]
-            if len(group) != count or any(span.kind in ALL_COMPOUND for span in group):
-                return False
+            if not count or len(group) != count or any(span.kind in ALL_COMPOUND for span in group):
+                return None
         else:
+            count = 1
             group = spans[index : index + 1]
             if not group or group[0].kind not in COMPOUND.get(kind, ()):
-                return False
-            count = 1
+                return None
         index += count
+        pairs.append((statement, group))
+    return pairs if index == len(spans) else None
+
+
+def _walk(
+    body: Sequence[cst.BaseStatement], spans: tuple[Span, ...], hot: list[int], functions_only: bool, cold: set[int]
+) -> bool:
+    pairs = aligned(body, spans)
+    if pairs is None:
+        return False
+    for statement, group in pairs:
+        kind = type(statement)
         start, end = group[0].start, group[-1].end
         first_hot = bisect.bisect_left(hot, start)
         if (first_hot == len(hot) or hot[first_hot] > end) and (not functions_only or kind is cst.FunctionDef):
@@ -187,4 +201,4 @@ def _walk(
             inner = group[0].body
             if inner is None or not _walk(statement.body.body, inner, hot, functions_only, cold):  # type: ignore[attr-defined]
                 return False
-    return index == len(spans)
+    return True

@@ -21,7 +21,7 @@ from collections.abc import Collection, Sequence
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from migrate.cold_statements import ALL_COMPOUND, COMPOUND, Span
+from migrate.cold_statements import Span, aligned
 
 
 class _AllFound(Exception):
@@ -89,31 +89,21 @@ def from_spans(
 def _walk(
     body: Sequence[cst.CSTNode], spans: tuple[Span, ...], wanted: Collection[cst.CSTNode], found: dict[cst.CSTNode, int]
 ) -> bool:
-    index = 0
-    for statement in body:
-        kind = type(statement)
-        if kind is cst.SimpleStatementLine:
-            count = len(statement.body)  # type: ignore[attr-defined]
-            group = spans[index : index + count]
-            if not count or len(group) != count or any(span.kind in ALL_COMPOUND for span in group):
-                return False
-            index += count
-            if statement in wanted:
-                found[statement] = group[0].line
-            continue
-        if index >= len(spans) or spans[index].kind not in COMPOUND.get(kind, ()):
-            return False
-        span = spans[index]
-        index += 1
+    pairs = aligned(body, spans)
+    if pairs is None:
+        return False
+    for statement, group in pairs:
         if statement in wanted:
-            found[statement] = span.line
+            found[statement] = group[0].line
+        if type(statement) is cst.SimpleStatementLine:
+            continue
         blocks = _blocks(statement)
-        if len(blocks) != len(span.blocks):
+        if len(blocks) != len(group[0].blocks):
             return False
-        for block, inner in zip(blocks, span.blocks, strict=True):
+        for block, inner in zip(blocks, group[0].blocks, strict=True):
             if block is not None and not _walk(block, inner, wanted, found):
                 return False
-    return index == len(spans)
+    return True
 
 
 def _blocks(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode] | None]:
