@@ -32,7 +32,7 @@ def annotation(finding: Finding, rule: RuleInfo | None = None) -> str:
     if finding.line is not None:
         props.append(f"line={finding.line}")
     props.append(f"title={_property(title)}")
-    return f"::{_LEVELS[finding.severity]} {','.join(props)}::{escape(finding.message)}\n"
+    return f"::{_LEVELS[finding.severity]} {','.join(props)}::{escape(finding.located_message())}\n"
 
 
 def render(findings: Iterable[Finding], rules: dict[str, RuleInfo]) -> str:

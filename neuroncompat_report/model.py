@@ -46,8 +46,8 @@ class Finding:
     """One thing a tool reports: which tool, under which rule, how severe, where, what, and the fix if any.
 
     `file` is as a reviewer reads it (relative to the working directory when inside it); `line` is 1-based, or
-    None where the finding has no line in that file (a notebook cell's lines are not the JSON file's: the
-    message names the cell). `title` overrides the rule id and name as the annotation's title.
+    None where the finding has no line in that file: a notebook cell's lines are not the JSON file's, so `region`
+    says where it is instead (`cell 3, line 2`). `title` overrides the rule id and name as the annotation's title.
     """
 
     tool: str
@@ -58,6 +58,11 @@ class Finding:
     message: str
     fix: Fix | None = None
     title: str | None = None
+    region: str | None = None
+
+    def located_message(self) -> str:
+        """The message, led by the region where there is one: what a format with no place for a region shows."""
+        return f"{self.region}: {self.message}" if self.region else self.message
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ def _result(finding: Finding, index: int, rule: RuleInfo | None) -> dict[str, An
         "ruleId": finding.rule,
         "ruleIndex": index,
         "level": finding.severity,
-        "message": {"text": finding.message},
+        "message": {"text": finding.located_message()},
         "locations": [_location(finding.file, finding.line)],
         **({"properties": properties} if properties else {}),
     }

@@ -2,32 +2,26 @@
 
 The SARIF and GitHub formats render these with the renderers every command shares. Per file, in path order:
 its error, each rewrite at its line (an `error` under `--check`, else a `note`; the fix carries the rule's
-safety), each TODO (`warning`) and each note (`note`). A notebook's finding names its cell in the message and
-has no line (cell lines are not lines of the JSON file).
+safety), each TODO (`warning`) and each note (`note`). A notebook's finding has no line (cell lines are not lines
+of the JSON file): a rewrite's message names its cell, a TODO's or note's region (`migrate.formats.notes`).
 """
 
 from __future__ import annotations
 
 from migrate.docs import explain
 from migrate.formats.json import tool_version
+from migrate.formats.notes import TOOL, note
 from migrate.formats.rewrites import rewrite_message
-from migrate.report import Totals, display_path, ordered, rewrites_of, where
+from migrate.report import Totals, display_path, ordered, rewrites_of
 from migrate.results import FileResult
-from migrate.results import Finding as Note
 from migrate.rule_families import get_rule
-from neuroncompat_report.model import Finding, Fix, RuleInfo, Run, Severity
+from neuroncompat_report.model import Finding, Fix, RuleInfo, Run
 
-TOOL = "neuron-migrate"
 # results that are not about one registered rule
 PSEUDO_RULES = {
     "parse-error": "The file (or notebook cell) could not be parsed and was left unchanged.",
     "internal-error": "neuron-migrate failed on this file and left it unchanged; please report it.",
 }
-
-
-def _note(severity: Severity, path: str, item: Note) -> Finding:
-    message = item.message if item.cell is None else f"{where(item)}: {item.message}"
-    return Finding(TOOL, item.rule, severity, path, item.line if item.cell is None else None, message)
 
 
 def findings(results: list[FileResult], mode: str) -> list[Finding]:
@@ -50,8 +44,8 @@ def findings(results: list[FileResult], mode: str) -> list[Finding]:
                     fix=Fix(rule.safety, rule.safety_reason) if rule else None,
                 )
             )
-        out.extend(_note("warning", path, todo) for todo in r.todos)
-        out.extend(_note("note", path, note) for note in r.warnings)
+        out.extend(note("warning", path, todo) for todo in r.todos)
+        out.extend(note("note", path, item) for item in r.warnings)
     return out
 
 

@@ -2,8 +2,9 @@
 
 A summary line, how many rewrites can change behaviour (unsafe fixes, with their rule ids), and a table
 of the files that need attention (changed, TODOs, errors), then per file the rules applied with their
-lines (each unsafe one marked, with how it changes behaviour), the TODOs and a collapsible diff. The first line is a hidden marker so a
-CI job can find and update its previous comment instead of adding one per push. GitHub rejects
+lines (each unsafe one marked, with how it changes behaviour), the TODOs and notes (each as every command's
+markdown gives a finding, `neuroncompat_report.markdown`) and a collapsible diff. The first line is a hidden
+marker so a CI job can find and update its previous comment instead of adding one per push. GitHub rejects
 comments over 65,536 characters, so diffs that would pass `BUDGET` are left out with a note.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from migrate.formats.notes import note
 from migrate.report import (
     Totals,
     display_path,
@@ -25,6 +27,7 @@ from migrate.report import (
 )
 from migrate.results import FileResult
 from migrate.rule_families import get_rule
+from neuroncompat_report import markdown
 
 MARKER = "<!-- neuron-migrate report -->"
 BUDGET = 60_000
@@ -104,15 +107,13 @@ def _section(result: FileResult, mode: str) -> tuple[str, str]:
             at = f" ({'; '.join(places[rule_id])})" if places.get(rule_id) else ""
             risk = f" **unsafe:** {rule.safety_reason}" if rule and rule.safety == "unsafe" else ""
             out.append(f"- **{rule_id}**{name} ×{n}{at}: {rule.summary if rule else ''}{risk}\n")
+    path = display_path(result.path)
     if result.todos:
         out.append("\n**TODOs** (manual work):\n\n")
-        for todo in result.todos:
-            out.append(f"- {where(todo)}: **{todo.rule}** {todo.message}\n")
+        out.extend(f"- {markdown.line(note('warning', path, todo))}\n" for todo in result.todos)
     if result.warnings:
         out.append("\n**Notes:**\n\n")
-        for note in result.warnings:
-            place = where(note)
-            out.append(f"- {place + ': ' if place else ''}**{note.rule}** {note.message}\n")
+        out.extend(f"- {markdown.line(note('note', path, item))}\n" for item in result.warnings)
     diff = ""
     if result.status == "changed":
         diff = f"\n<details><summary>Diff</summary>\n\n{_fenced(unified_diff(result), 'diff')}\n</details>\n"

@@ -15,7 +15,7 @@ from migrate.report import (
     unsafe_summary,
     where,
 )
-from migrate.results import FileResult, Finding, Rewrite
+from migrate.results import FileResult, Rewrite
 from migrate.rule_families import get_rule
 
 _COLOURS = {"+": "green", "-": "red", "@": "cyan"}
@@ -40,7 +40,8 @@ def render(results: list[FileResult], mode: str) -> str:
     """Files scanned/changed/skipped/errors; with --check or --write each file that would change
     (or changed: in diff mode the diffs name them); rewrites per rule, `(unsafe)` marking the rules whose
     rewrite can change behaviour, then how many rewrites are unsafe and each one at file:line with how it
-    changes behaviour; TODOs and notes with file:line; each file skipped for a reason other than a skip-file
+    changes behaviour; TODOs and notes with file:line, each the line every command's text report gives a finding
+    (`neuroncompat_report.text`); each file skipped for a reason other than a skip-file
     comment, and each error."""
     totals = Totals.of(results)
     verb = "changed" if mode == "write" else "would change"
@@ -67,12 +68,8 @@ def render(results: list[FileResult], mode: str) -> str:
                     lines.append(f"  unsafe: {_location(r, rewrite)}: {rule.id} {rule.name}: {rule.safety_reason}")
     if totals.todos:
         lines.append(f"TODOs needing manual work ({totals.todos}):")
-        for r in results:
-            for todo in r.todos:
-                lines.append(f"  warning: {_location(r, todo)}: {todo.rule} {todo.message}")
-    for r in results:
-        for note in r.warnings:
-            lines.append(f"  note: {_location(r, note)}: {note.rule} {note.message}")
+    if totals.todos or any(r.warnings for r in results):
+        lines.extend(_findings(results))
     for r in results:
         if r.status == "skipped":
             lines.append(f"  skipped: {display_path(r.path)}: {r.skip_reason or 'neuron-migrate: skip-file comment'}")
@@ -82,7 +79,20 @@ def render(results: list[FileResult], mode: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _location(result: FileResult, finding: Finding | Rewrite) -> str:
+def _findings(results: list[FileResult]) -> list[str]:
+    """Each TODO (`warning`) and note as every command's text report gives a finding.
+
+    Imported here: a run without TODOs or notes, such as a pre-commit check of one file, does not load the report
+    model (tests/migrate/test_startup_imports.py)."""
+    from migrate.formats.notes import note
+    from neuroncompat_report import text
+
+    todos = [note("warning", display_path(r.path), todo) for r in results for todo in r.todos]
+    notes = [note("note", display_path(r.path), item) for r in results for item in r.warnings]
+    return [f"  {text.line(finding)}" for finding in todos + notes]
+
+
+def _location(result: FileResult, finding: Rewrite) -> str:
     if finding.cell is None:
         return display_path(result.path) + (f":{finding.line}" if finding.line is not None else "")
     return f"{display_path(result.path)} ({where(finding)})"

@@ -3,7 +3,8 @@
 The JSON's schema ships in the package, so a tool reading the report can validate it against the installed
 version (``importlib.resources.files("neuroncompat.check") / "report.schema.json"``; ``"schema":
 "neuroncompat.check/1"``, fields only ever added within a version), generated from
-:mod:`~neuroncompat.check.report_types`.
+:mod:`~neuroncompat.check.report_types`. A stage's findings are the shared report model's
+(:mod:`~neuroncompat.check.findings`), each rendered by the text and markdown renderers every command shares.
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from neuroncompat.check.findings import finding
+from neuroncompat_report import markdown, text
+
 _MARK = {"pass": "ok", "fail": "FAIL", "cpu-fails": "CPU too", "skipped": "skipped"}
-
-
-def _finding(f: dict[str, Any]) -> str:
-    return f"{f['kind']}: {f['what']} at {f['site']}" + (f" (x{f['count']})" if f["count"] > 1 else "")
 
 
 def _stage_lines(stage: dict[str, Any]) -> list[str]:
@@ -29,7 +29,7 @@ def _stage_lines(stage: dict[str, Any]) -> list[str]:
         return [f"{head} {stage['detail']}"]
     extra = [f"graphs compiled: {stage['graphs']}"] + [f"patch {p} acted" for p in stage["patches"]]
     lines.append(f"{'':<26} " + "; ".join(extra) + f"; {stage['seconds']} s")
-    lines += [f"{'':<26} {_finding(f)}" for f in stage["findings"]]
+    lines += [f"{'':<26} {text.line(finding(f))}" for f in stage["findings"]]
     lines += [f"{'':<26} {_recompile(r)}" for r in stage.get("recompiles", [])]
     return lines
 
@@ -76,7 +76,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         if s.get("model_line"):
             detail += f" (at `{s['model_line']}`)"
         findings = "<br>".join(
-            [_finding(f) for f in s.get("findings", [])] + [_recompile(r) for r in s.get("recompiles", [])]
+            [markdown.line(finding(f)) for f in s.get("findings", [])]
+            + [_recompile(r) for r in s.get("recompiles", [])]
         )
         findings = findings or "-"
         patches = ", ".join(s.get("patches", [])) or "-"
