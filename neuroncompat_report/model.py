@@ -1,8 +1,9 @@
 """The typed records every command reports in: a finding, the rules findings cite, and a run.
 
-A command turns what it found into `Finding`s and one `Run`; the renderers of this package (`sarif`,
-`github`) take those, so the same finding reads the same whoever found it (`neuron-migrate`'s rewrites and
-TODOs today; `check`'s and `simulate`'s findings as they move onto the model). Each command keeps its own JSON
+A command turns what it found into `Finding`s and one `Run`; the renderers of this package (`sarif` and
+`github` for a whole run, `text` and `markdown` for one finding's line) take those, so the same finding reads the
+same whoever found it: `neuron-migrate`'s rewrites, TODOs and notes, `check`'s stage findings and `simulate`'s
+findings. Each command keeps its own JSON
 report and schema (`docs/migrate.schema.json`, `neuroncompat/check/report.schema.json`,
 `docs/simulate-report.schema.json`, each generated from its report's types by `neuroncompat_report.schema`): this
 model is what the shared formats read, not a replacement for them.

@@ -34,9 +34,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DtypeFinding:
-    """How the report shows one kind: its title, what is unknown, the fix, and the sources."""
+    """How the report shows one kind: what is unknown, the fix, and the sources."""
 
-    title: str
     unknown: str
     fix_id: str
     fix: str
@@ -53,7 +52,6 @@ NEURONX_CC = (
 
 KINDS: dict[str, DtypeFinding] = {
     "complex_on_device": DtypeFinding(
-        title="COMPLEX ON DEVICE",
         unknown="TorchNeuron decomposes complex ops only inside torch.compile (TORCH_NEURONX_COMPLEX_DECOMPOSE); "
         "eager complex ops follow its fallback policy, and whether this one runs on the CPU or fails is not "
         "documented",
@@ -63,7 +61,6 @@ KINDS: dict[str, DtypeFinding] = {
         references=(ENV_VARS,),
     ),
     "fp64_on_device": DtypeFinding(
-        title="FLOAT64 ON DEVICE",
         unknown="no NeuronCore engine lists FP64, and whether TorchNeuron runs float64 on the CPU, narrows it "
         "to float32 or fails is not documented",
         fix_id="float32",
@@ -72,7 +69,6 @@ KINDS: dict[str, DtypeFinding] = {
         references=(NEURON_CORE_V3,),
     ),
     "int64_on_device": DtypeFinding(
-        title="INT64 ON DEVICE",
         unknown="neuronx-cc's default downcasts int64 operations to int32 (lossy outside the signed 32-bit "
         "range) and computes integer matmul, scatter_add/index_add and all-reduce in float32 (lossy above "
         "2**24); which compiler flags TorchNeuron uses is not documented",

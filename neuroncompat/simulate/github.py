@@ -3,71 +3,71 @@
 One annotation per finding to act on and per shape-churn warning, at the user's line: ``::error`` for
 the kinds ``--strict`` fails on, ``::warning`` for the rest, and an ``::error`` without a file when the
 script itself failed. A finding that needs no change (``informational``) gets none, unless ``--strict``
-was told to fail on its kind. Values are escaped as the Actions toolkit does (``%``, CR, LF; plus ``:``
-and ``,`` in properties), as ``neuron-migrate --format github`` does. A location outside the
-working directory (a library) gets no ``file``: GitHub could not place it.
+was told to fail on its kind. Each is the shared report model's finding (:mod:`~neuroncompat.simulate.findings`)
+rendered by the annotation renderer every command shares (``neuroncompat_report.github``), its message led by
+the rank and followed by the fix, what is unknown and the sources, since an annotation stands alone. A location
+outside the working directory (a library) gets no ``file``: GitHub could not place it.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
-from neuroncompat.simulate.report import fix_text, split_location
-
-_TITLE = {
-    "graph_break": "graph break",
-    "data_dependent": "data-dependent shape",
-    "cpu_fallback": "CPU fallback",
-    "complex_on_device": "complex on device",
-    "fp64_on_device": "float64 on device",
-    "int64_on_device": "int64 on device",
-    "recompiles": "recompiles",
-    "eager_shapes": "eager shape churn",
-    "rejected": "rejected graph",
-}
+from neuroncompat.simulate.findings import TITLES, TOOL, finding, severity
+from neuroncompat.simulate.report import fix_text
+from neuroncompat_report import github
+from neuroncompat_report.model import Finding
+from neuroncompat_report.places import split_location
 
 
-def _data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+def _placed(found: Finding) -> Finding:
+    """`found` without its file where GitHub could not place it: a library's path, or none in the checkout."""
+    if found.file is not None and not os.path.isabs(found.file) and os.path.exists(found.file):
+        return found
+    return replace(found, file=None, line=None)
 
 
-def _property(text: str) -> str:
-    return _data(text).replace(":", "%3A").replace(",", "%2C")
+def _warning(rank: int, warning: dict[str, Any], strict: set[str]) -> Finding:
+    """A shape-churn (or rejected-graph) warning as a finding under its kind, at the user's line."""
+    kind = "rejected" if warning["kind"] == "rejected" else "shape_churn"
+    message = f"rank {rank}: {warning['shapes']} at {warning['where']}. " + " ".join(warning["findings"])
+    message += "".join(f"\nfix: {fix['message']}" for fix in warning["fixes"])
+    place = split_location(warning["user"] or warning["site"])
+    return Finding(
+        TOOL,
+        warning["kind"],
+        severity(kind, False, strict),
+        place[0] if place else None,
+        place[1] if place else None,
+        message,
+        title=f"{TOOL}: {TITLES[warning['kind']]}",
+    )
 
 
-def _command(level: str, location: str | None, title: str, message: str) -> str:
-    props = []
-    place = split_location(location)
-    if place is not None and not os.path.isabs(place[0]) and os.path.exists(place[0]):
-        props += [f"file={_property(place[0])}", f"line={place[1]}"]
-    props.append(f"title={_property('neuroncompat simulate: ' + title)}")
-    return f"::{level} {','.join(props)}::{_data(message)}\n"
+def _annotated(rank: int, record: dict[str, Any], strict: set[str]) -> Finding:
+    """A rank's finding, its message led by the rank and followed by the fix, what is unknown and the sources."""
+    found = finding(record, strict)
+    message = f"rank {rank}: {found.message}\nfix: {fix_text(record)}"
+    if record.get("unknown"):
+        message += f"\nunknown on trn2: {record['unknown']}"
+    if record["references"]:
+        message += "\nsee " + " ".join(record["references"])
+    return replace(found, message=message)
 
 
 def render(report: dict[str, Any]) -> str:
     strict = set(report["strict"]["kinds"])
-    out = []
+    found = []
     if report["exit_code"] != 0:
         message = f"{' '.join(report['command'])} exited with {report['exit_code']}"
-        out.append(_command("error", None, "script failed", message))
+        found.append(Finding(TOOL, "script_failed", "error", None, None, message, title=f"{TOOL}: script failed"))
     for rank in report["ranks"]:
-        for warning in rank["warnings"]:
-            kind = "rejected" if warning["kind"] == "rejected" else "shape_churn"
-            message = f"rank {rank['rank']}: {warning['shapes']} at {warning['where']}. "
-            message += " ".join(warning["findings"])
-            message += "".join(f"\nfix: {fix['message']}" for fix in warning["fixes"])
-            level = "error" if kind in strict else "warning"
-            out.append(_command(level, warning["user"] or warning["site"], _TITLE[warning["kind"]], message))
-        for finding in rank["findings"]:
-            if finding.get("informational") and finding["kind"] not in strict:
-                continue  # needs no change: not a warning on the pull request
-            message = f"rank {rank['rank']}: {finding['description']} (x{finding['count']})"
-            message += f"\nfix: {fix_text(finding)}"
-            if finding.get("unknown"):
-                message += f"\nunknown on trn2: {finding['unknown']}"
-            if finding["references"]:
-                message += "\nsee " + " ".join(finding["references"])
-            level = "error" if finding["kind"] in strict else "warning"
-            out.append(_command(level, finding["user"] or finding["site"], _TITLE[finding["kind"]], message))
-    return "".join(out)
+        found.extend(_warning(rank["rank"], warning, strict) for warning in rank["warnings"])
+        found.extend(
+            _annotated(rank["rank"], record, strict)
+            for record in rank["findings"]
+            if not record.get("informational") or record["kind"] in strict
+        )
+    return github.render([_placed(f) for f in found], {})

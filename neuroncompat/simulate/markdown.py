@@ -1,6 +1,7 @@
 """``neuroncompat simulate --format markdown``: the report as a pull-request comment.
 
-A summary line, a per-rank table, then the findings to act on and shape-churn warnings with their fixes,
+A summary line, a per-rank table, then the findings to act on (each as every command's markdown gives a finding,
+``neuroncompat_report.markdown``, beside its fix) and shape-churn warnings with their fixes,
 a line counting the findings that need no change, and the verdict with the next command (``verdict.py``).
 The first line is a hidden marker (not neuron-migrate's), so a CI job can post this and
 ``neuron-migrate --format markdown`` in one comment and find its own part again. Long lists are
@@ -14,25 +15,16 @@ from typing import Any
 from neuroncompat.simulate import pipeline_report, verdict
 from neuroncompat.simulate import report as simulate_report
 from neuroncompat.simulate.durations import duration
+from neuroncompat.simulate.findings import TITLES
+from neuroncompat.simulate.findings import finding as shared_finding
+from neuroncompat_report import markdown
 
 MARKER = "<!-- neuroncompat simulate report -->"
 ROWS = 50
-_KIND = {
-    "graph_break": "graph break",
-    "data_dependent": "data-dependent shape",
-    "cpu_fallback": "CPU fallback",
-    "complex_on_device": "complex on device",
-    "fp64_on_device": "float64 on device",
-    "int64_on_device": "int64 on device",
-}
 
 
 def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _code(text: str) -> str:
-    return f"`{text}`" if "`" not in text else f"`` {text} ``"
 
 
 def _status(report: dict[str, Any]) -> str:
@@ -50,7 +42,7 @@ def render(report: dict[str, Any]) -> str:
     out = [
         MARKER + "\n",
         "## neuroncompat simulate\n\n",
-        f"{_code(' '.join(report['command']))}: {_status(report)}; about "
+        f"{markdown.code(' '.join(report['command']))}: {_status(report)}; about "
         f"**{duration(report['estimated_compile_seconds'])}** of Neuron compilation "
         f"({duration(report['graph_cost_seconds'])} a graph).\n",
     ]
@@ -73,17 +65,16 @@ def render(report: dict[str, Any]) -> str:
         out.append(f"\nNo record from rank(s) {missing}: killed before they could write one.\n")
     findings = [(rank["rank"], f) for rank in ranks for f in rank["findings"] if not f.get("informational")]
     if findings:
-        out.append("\n### Findings\n\n| rank | kind | where | what | times | fix |\n|---|---|---|---|---|---|\n")
-        for rank, finding in findings[:ROWS]:
-            out.append(
-                f"| {rank} | {_KIND[finding['kind']]} | {_cell(_code(simulate_report.finding_place(finding)))} | "
-                f"{_cell(finding['description'])} | {finding['count']} | {_cell(simulate_report.fix_text(finding))} |\n"
-            )
+        out.append("\n### Findings\n\n| rank | finding | fix |\n|---|---|---|\n")
+        strict = report["strict"]["kinds"]
+        for rank, record in findings[:ROWS]:
+            shown = markdown.line(shared_finding(record, strict))
+            out.append(f"| {rank} | {shown} | {_cell(simulate_report.fix_text(record))} |\n")
         if len(findings) > ROWS:
             out.append(f"\n_{len(findings) - ROWS} more in the JSON report._\n")
         unknowns = {f["kind"]: f for _, f in findings if f.get("unknown")}
         for kind, finding in unknowns.items():
-            out.append(f"\n{_KIND[kind].capitalize()}: unknown on trn2: {_cell(finding['unknown'])}.\n")
+            out.append(f"\n{TITLES[kind].capitalize()}: unknown on trn2: {_cell(finding['unknown'])}.\n")
         if any(f["kind"] == "data_dependent" for _, f in findings):
             out.append(
                 "\nData-dependent shapes can compile on trn2 and return wrong values with no error "
@@ -95,7 +86,7 @@ def render(report: dict[str, Any]) -> str:
         out.append("\n### Recompilations\n\n")
         for rank, warning in warnings[:ROWS]:
             what = f"{warning['shapes']} {warning['kind'].replace('_', ' ')}"
-            out.append(f"- rank {rank}: **{what}** at {_code(warning['where'])}\n")
+            out.append(f"- rank {rank}: **{what}** at {markdown.code(warning['where'])}\n")
             out.extend(f"  - {_cell(finding)}\n" for finding in warning["findings"])
             out.extend(f"  - fix: {_cell(fix['message'])}\n" for fix in warning["fixes"])
     out.extend(_pipeline_calls(ranks))
@@ -123,7 +114,7 @@ def _pipeline_calls(ranks: list[dict[str, Any]]) -> list[str]:
             f"{c['param']} {c['before']} -> {c['after']}" if c["before"] is not None else c["param"].replace("_", " ")
             for c in call["causes"]
         )
-        where = _code(call["user"]) if call["user"] else ""
+        where = markdown.code(call["user"]) if call["user"] else ""
         out.append(
             f"| {rank} | #{call['index']} {call['pipeline']} | {_cell(where)} | "
             f"{_cell(pipeline_report.params_text(call['params']))} | {call['new_graphs']['total']} | "

@@ -34,6 +34,7 @@ from typing import Any
 from neuroncompat.simulate import dtype_findings, graph_breaks, op_findings, op_support, pipeline_report, verdict
 from neuroncompat.simulate.advice import DYNAMIC_SHAPES, Tensor, diagnose
 from neuroncompat.simulate.durations import duration
+from neuroncompat.simulate.findings import finding as shared_finding
 from neuroncompat.simulate.kinds import (
     DEFAULT_GRAPH_COST,
     DEFAULT_MAX_SHAPES,
@@ -41,6 +42,8 @@ from neuroncompat.simulate.kinds import (
     STRICT_EXIT_CODE,
     STRICT_KINDS,
 )
+from neuroncompat_report import text
+from neuroncompat_report.places import split_location
 
 SCHEMA = "neuroncompat.simulate/1"
 # Rows of shapes the text report shows per location (the JSON has them all).
@@ -392,16 +395,15 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str, show_i
         lines.extend(f"    {finding}" for finding in warning["findings"])
         lines.extend(f"    fix: {fix['message']}" for fix in warning["fixes"])
     explained: set[str] = set()
-    for finding in rank["findings"]:
-        if finding.get("informational") and not show_info:
+    for record in rank["findings"]:
+        if record.get("informational") and not show_info:
             continue  # counted on one line at the end (verdict.py)
-        title = FINDING_TITLES[finding["kind"]]
-        lines.append(f"  {title} at {finding_place(finding)}: {finding['description']} (x{finding['count']})")
-        lines.append(f"    fix: {fix_text(finding)}")
-        if finding.get("unknown") and finding["kind"] not in explained:  # once per kind: the same text
-            explained.add(finding["kind"])
-            lines.append(f"    unknown on trn2: {finding['unknown']} ({' '.join(finding['references'])})")
-        if finding["kind"] == "data_dependent":
+        lines.append(f"  {text.line(shared_finding(record, report['strict']['kinds']))}")
+        lines.append(f"    fix: {fix_text(record)}")
+        if record.get("unknown") and record["kind"] not in explained:  # once per kind: the same text
+            explained.add(record["kind"])
+            lines.append(f"    unknown on trn2: {record['unknown']} ({' '.join(record['references'])})")
+        if record["kind"] == "data_dependent":
             lines.append(
                 "    risk: a data-dependent shape can compile on trn2 and return wrong values with no error "
                 f"({op_findings.WRONG_VALUES}, reported against the XLA-based torch-neuronx; unknown for TorchNeuron)"
@@ -410,28 +412,6 @@ def _rank_lines(rank: dict[str, Any], report: dict[str, Any], label: str, show_i
         lines.append(f"  (+{rank['dropped_findings']} finding(s) at further locations, not recorded)")
     lines.extend(pipeline_report.render_lines(rank.get("pipeline_calls", [])))
     return lines
-
-
-FINDING_TITLES = {
-    "graph_break": "GRAPH BREAK",
-    "data_dependent": "DATA-DEPENDENT SHAPE",
-    "cpu_fallback": "CPU FALLBACK",
-    **{kind: entry.title for kind, entry in dtype_findings.KINDS.items()},
-}
-
-
-def split_location(location: str | None) -> tuple[str, int] | None:
-    """``(path, line)`` of a ``path:line (function)`` location, None for ``<unknown>`` and the like."""
-    match = re.match(r"^(?P<path>[^<].*?):(?P<line>\d+)(?: \(.*\))?$", location or "")
-    return (match["path"], int(match["line"])) if match else None
-
-
-def finding_place(finding: dict[str, Any]) -> str:
-    """The user line, and the library line under it when they differ."""
-    place = finding["where"]
-    if finding["site"] and finding["site"] != place:
-        place += f" (in {finding['site']})"
-    return place
 
 
 def render_text(report: dict[str, Any], show_info: bool = False) -> str:
