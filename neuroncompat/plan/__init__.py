@@ -17,10 +17,11 @@ from neuroncompat.plan import config as model_config
 from neuroncompat.plan import layouts, report
 from neuroncompat.plan.hardware import CORES
 from neuroncompat.plan.parallel import Layout
+from neuroncompat.plan.script import plan_script
 from neuroncompat.plan.settings import PlanInputError, PlanSettings
 from neuroncompat.plan.trace import trace
 
-__all__ = ["Layout", "PlanInputError", "PlanSettings", "plan"]
+__all__ = ["Layout", "PlanInputError", "PlanSettings", "plan", "plan_script"]
 
 
 def plan(

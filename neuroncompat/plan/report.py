@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from neuroncompat.plan import layouts
 from neuroncompat.plan.hardware import GIB, Core
 from neuroncompat.plan.layouts import Row
 from neuroncompat.plan.parallel import Layout
-from neuroncompat.plan.settings import PlanSettings
 from neuroncompat.plan.trace import Trace
 from neuroncompat_report.exits import FAILED, OK
 
@@ -27,8 +26,15 @@ NOT_MODELLED = (
 )
 
 
+class Settings(Protocol):
+    """What a plan was asked for (:class:`neuroncompat.plan.settings.PlanSettings`) or what a script's step turned out to be
+    (neuroncompat/plan/script.py), under the same field names."""
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
 def build(
-    model: str, config_path: Path, config: Any, settings: PlanSettings, trace: Trace, core: Core, layout: Layout
+    model: str, config_path: Path, config: Any, settings: Settings, trace: Trace, core: Core, layout: Layout
 ) -> dict:
     """The plan document: the step, its peak per NeuronCore by category and phase, and the verdict."""
     fits = trace.peak_bytes <= core.memory_bytes
@@ -118,6 +124,7 @@ def render_text(plan: dict) -> str:
     lines = [
         f"neuroncompat plan: {plan['model']} ({plan['model_type']}, {plan['parameter_count'] / 1e9:.2f}B parameters)",
         f"step: {step}; batch {s['batch_size']} x {s['seq_len']} tokens{' per rank' if plan['layout']['cores'] > 1 else ''}; {precision}; {_layout(plan['layout'])}",
+        *_script_lines(plan),
         "",
         f"peak per NeuronCore: {_gib(per_core['peak_bytes'])} in {per_core['phase']}: {verdict} in "
         f"{_gib(core['memory_bytes'])} ({core['instance']}: {core['what']}), headroom {_gib(plan['headroom_bytes'])}",
@@ -142,6 +149,16 @@ def render_text(plan: dict) -> str:
         lines += ["", *_table_lines(plan["layouts"], core)]
     lines += ["", "not modelled: " + "; ".join(plan["not_modelled"]) + " (docs/plan.md)"]
     return "\n".join(lines)
+
+
+def _script_lines(plan: dict) -> list[str]:
+    """For ``plan -- python SCRIPT``: where the script was stopped, and each value read the plan answered."""
+    script = plan.get("script")
+    if script is None:
+        return []
+    lines = [f"script: stopped after its first optimizer step, at {script['stopped_at'] or 'a line outside it'}"]
+    lines += [f"  answered {read['site']}: {read['why']}" for read in script["answered_reads"]]
+    return lines
 
 
 def _table_lines(table: dict, core: dict) -> list[str]:
@@ -189,6 +206,7 @@ def render_markdown(plan: dict) -> str:
         f"### `neuroncompat plan`: {plan['model']} ({plan['model_type']}, {plan['parameter_count'] / 1e9:.2f}B)",
         "",
         f"{step}; batch {s['batch_size']} x {s['seq_len']} tokens; {_layout(plan['layout'])}.",
+        *[f"\n{line.strip()}" for line in _script_lines(plan)],
         "",
         f"**Peak per NeuronCore: {_gib(per_core['peak_bytes'])}** in {per_core['phase']}: {verdict} in "
         f"{_gib(core['memory_bytes'])} ({core['instance']}), headroom {_gib(plan['headroom_bytes'])}.",
