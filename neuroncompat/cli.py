@@ -373,6 +373,12 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
 @click.option(
     "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="--layouts: trace in this many processes."
 )
+@click.option(
+    "--graphs",
+    is_flag=True,
+    help="Also count the graphs Neuron would compile for the step under torch.compile(model): Dynamo traces it on "
+    "fake inputs with the dry run's neuron backend (one core; a pass of its own, seconds per layer).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
 @click.argument("target", nargs=-1, required=True, metavar="MODEL | -- python SCRIPT ARGS...")
 @click.pass_context
@@ -393,6 +399,7 @@ def plan(
     lora_targets: tuple[str, ...],
     table: bool,
     jobs: int,
+    graphs: bool,
     fmt: str,
     target: tuple[str, ...],
 ) -> None:
@@ -431,7 +438,7 @@ def plan(
             lora_r,
             lora_targets,
         )
-        result = planner.plan(model, settings, instance, planner.Layout(tp, fsdp), table, jobs)
+        result = planner.plan(model, settings, instance, planner.Layout(tp, fsdp), table, jobs, graphs)
     except planner.PlanInputError as exc:
         raise InputError(str(exc)) from exc
     click.echo(plan_report.RENDERERS[fmt](result))

@@ -59,6 +59,7 @@ def _script(folder: Path, body: str) -> Path:
     return path
 
 
+@pytest.mark.slow  # the script's step and plan MODEL's, each traced
 def test_a_plain_loop_is_planned_as_plan_model_plans_the_same_step(small: Path) -> None:
     loop = ["python", str(SCRIPTS / "loop.py"), str(small), "2", "128", "--autocast"]
     script = _json(_plan("--format", "json", "--", *loop))
@@ -96,6 +97,7 @@ def test_a_trainer_script_is_planned_as_plan_model_plans_the_same_step(small: Pa
     assert answered["site"].startswith("transformers/trainer.py:") and "nan or inf" in answered["why"]
 
 
+@pytest.mark.slow  # two micro-batches traced
 def test_gradient_accumulation_traces_every_micro_batch_up_to_the_optimizer_step(small: Path, tmp_path: Path) -> None:
     body = (
         "opt = torch.optim.SGD(model.parameters())\nfor micro in range(2):\n"

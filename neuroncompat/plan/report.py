@@ -147,8 +147,24 @@ def render_text(plan: dict) -> str:
     lines += [f"  {_gib(p['bytes']):>12}  {p['name']}" for p in plan["largest_parameters"]]
     if plan["layouts"] is not None:
         lines += ["", *_table_lines(plan["layouts"], core)]
+    lines += _graph_lines(plan)
     lines += ["", "not modelled: " + "; ".join(plan["not_modelled"]) + " (docs/plan.md)"]
     return "\n".join(lines)
+
+
+def _graph_lines(plan: dict) -> list[str]:
+    """With ``--graphs``: how many graphs Neuron would compile for the step under ``torch.compile(model)``."""
+    graphs = plan.get("graphs")
+    if graphs is None:
+        return []
+    count = graphs["count"]
+    lines = [
+        "",
+        f"torch.compile(model) graphs, traced by Dynamo on fake inputs: {count} Neuron compilation"
+        f"{'s' if count != 1 else ''}{' (graph breaks split the forward)' if count > 1 else ''}",
+    ]
+    lines += [f"  {graph['ops']:>6} ops  {graph['code']}" for graph in graphs["graphs"]]
+    return lines
 
 
 def _script_lines(plan: dict) -> list[str]:
@@ -235,6 +251,10 @@ def render_markdown(plan: dict) -> str:
                 f"{_gib(row[c]['peak_bytes'])} {'fits' if row[c]['fits'] else 'no'}" for c in ("plain", "checkpointed")
             ]
             lines.append(f"| {row['tp']} | {row['fsdp']} | {row['cores']} | {cells[0]} | {cells[1]} |")
+    if plan.get("graphs") is not None:
+        lines += ["", f"torch.compile(model): **{plan['graphs']['count']}** graph(s) for Neuron to compile.", ""]
+        lines += ["| ops | graph of |", "|---:|---|"]
+        lines += [f"| {graph['ops']} | `{graph['code']}` |" for graph in plan["graphs"]["graphs"]]
     lines += ["", "Not modelled (docs/plan.md):", *[f"- {item}" for item in plan["not_modelled"]]]
     return "\n".join(lines)
 

@@ -87,13 +87,16 @@ def _one_sequence_per_row() -> Iterator[None]:
     is materialised ([batch, 1, seq, seq]) and handed to SDPA, where an eager run on real ids answers "no" and
     SDPA runs with ``is_causal``. The planned batch is one sequence per row by construction, so the trace gets
     the eager answer (without this, a gradient-checkpointed step's backward was planned 10% high). Position ids
-    that are real (a script's own, ``plan -- python train.py``) are answered from their values, as eager does.
+    that are real (a script's own, ``plan -- python train.py``) are answered from their values, as eager does, and
+    Dynamo (``--graphs``) traces the check itself.
     """
     from transformers import masking_utils
 
     found = masking_utils.find_packed_sequence_indices
 
     def answered(position_ids: Any) -> Any:
+        if torch.compiler.is_compiling():  # Dynamo (plan --graphs) traces the check as transformers wrote it
+            return found(position_ids)
         if isinstance(position_ids, FakeTensor):
             return None
         with unset_fake_temporarily():
