@@ -100,12 +100,13 @@ def test_a_trainer_script_is_planned_as_plan_model_plans_the_same_step(small: Pa
 @pytest.mark.slow  # two micro-batches traced
 def test_gradient_accumulation_traces_every_micro_batch_up_to_the_optimizer_step(small: Path, tmp_path: Path) -> None:
     body = (
-        "opt = torch.optim.SGD(model.parameters())\nfor micro in range(2):\n"
+        "model.to(torch.bfloat16)\nopt = torch.optim.SGD(model.parameters())\nfor micro in range(2):\n"
         "    ids = torch.randint(0, 1000, (2, 64))\n    model(input_ids=ids, labels=ids).loss.backward()\nopt.step()\n"
     )
     plan = _json(_plan("--format", "json", "--", "python", str(_script(tmp_path, body)), str(small)))
-    peaks, parameters = plan["per_core"]["phase_peaks"], plan["parameter_count"] * 4
-    assert plan["settings"]["optimizer"] == "sgd"
+    peaks, parameters = plan["per_core"]["phase_peaks"], plan["parameter_count"] * 2
+    assert plan["settings"]["optimizer"] == "sgd" and plan["settings"]["dtype"] == "bf16", "the script's .to(bf16)"
+    assert plan["per_core"]["categories"]["parameters"] == parameters
     # the second micro-batch's forward runs while the first one's gradients are held
     assert peaks["backward"] > peaks["forward"] + parameters
 
