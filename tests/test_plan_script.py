@@ -111,6 +111,29 @@ def test_gradient_accumulation_traces_every_micro_batch_up_to_the_optimizer_step
     assert peaks["backward"] > peaks["forward"] + parameters
 
 
+@pytest.mark.slow  # the script's generation and plan MODEL's, each traced
+def test_a_generate_script_is_planned_as_plan_model_plans_a_generation(small: Path, tmp_path: Path) -> None:
+    body = (
+        "model.eval()\nids = torch.randint(0, 1000, (1, 16))\n"
+        "out = model.generate(ids, max_new_tokens=8, do_sample=False, cache_implementation='static')\n"
+        "print(out.tolist())\n"
+    )
+    script = _json(_plan("--format", "json", "--", "python", str(_script(tmp_path, body)), str(small)))
+    model = _json(
+        _plan(str(small), "--task", "generate", "--seq-len", "16", "--max-new-tokens", "8", "--format", "json")
+    )
+    assert script["settings"] == model["settings"]
+    assert list(script["per_core"]["phase_peaks"]) == ["prefill", "decode"]
+    # generate's static cache holds max_length - 1 positions (the last token is never cached), plan MODEL's all
+    position = model["per_core"]["kv_cache_bytes"] // 24
+    assert script["per_core"]["kv_cache_bytes"] == model["per_core"]["kv_cache_bytes"] - position
+    assert script["per_core"]["peak_bytes"] == pytest.approx(model["per_core"]["peak_bytes"], rel=1e-3)
+    assert script["script"]["stopped_at"] == "train.py:9", "inside generate, before the tokens are read"
+    (answered,) = script["script"]["answered_reads"]
+    assert answered["site"].startswith("transformers/generation/utils.py:") and "finished" in answered["why"]
+    assert "script: stopped after the first decode step, at train.py:9" in render_text(script)
+
+
 def test_a_value_that_decides_the_scripts_control_flow_exits_2_naming_the_line(small: Path) -> None:
     result = _plan("--", "python", str(SCRIPTS / "loop.py"), str(small), "2", "16", "--read-loss")
     assert result.exit_code == 2, result.output

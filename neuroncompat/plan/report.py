@@ -118,6 +118,8 @@ def render_text(plan: dict) -> str:
         f"train, {s['optimizer']}" + (", gradient checkpointing" if s["gradient_checkpointing"] else "")
         if s["task"] == "train"
         else f"generate, static cache {s['seq_len'] + s['max_new_tokens']} positions"
+        if "script" not in plan
+        else f"generate ({s['max_new_tokens']} new tokens asked; the script's own cache): prefill and one decode step"
     )
     precision = s["dtype"] + (f", autocast {s['autocast']}" if s["autocast"] else "")
     verdict = "fits" if plan["fits"] else "does NOT fit"
@@ -135,7 +137,8 @@ def render_text(plan: dict) -> str:
         if size:
             lines.append(f"  {name:<22}{_gib(size):>12}")
     if per_core["kv_cache_bytes"] is not None:
-        lines.append(f"  (of the activations, the static KV cache: {_gib(per_core['kv_cache_bytes'])})")
+        cache = "the static KV cache" if "script" not in plan else "the KV cache at the decode step"
+        lines.append(f"  (of the activations, {cache}: {_gib(per_core['kv_cache_bytes'])})")
     lines += ["", "peak by the end of each phase:"]
     lines += [f"  {phase:<22}{_gib(size):>12}" for phase, size in per_core["phase_peaks"].items()]
     lines += ["", "largest tensors the step makes:"]
@@ -172,7 +175,8 @@ def _script_lines(plan: dict) -> list[str]:
     script = plan.get("script")
     if script is None:
         return []
-    lines = [f"script: stopped after its first optimizer step, at {script['stopped_at'] or 'a line outside it'}"]
+    after = "its first optimizer step" if plan["settings"]["task"] == "train" else "the first decode step"
+    lines = [f"script: stopped after {after}, at {script['stopped_at'] or 'a line outside it'}"]
     lines += [f"  answered {read['site']}: {read['why']}" for read in script["answered_reads"]]
     return lines
 
@@ -214,7 +218,8 @@ def render_markdown(plan: dict) -> str:
     """The plan as a pull-request comment or a notebook cell: the verdict, then the same figures as tables."""
     s, per_core, core = plan["settings"], plan["per_core"], plan["core"]
     training = "LoRA r=" + str(s["lora_r"]) if s["lora_r"] else "full fine-tuning"
-    step = f"{s['task']}, {training if s['task'] == 'train' else 'static cache'}, {s['dtype']}" + (
+    cache = "the script's own cache" if "script" in plan else "static cache"
+    step = f"{s['task']}, {training if s['task'] == 'train' else cache}, {s['dtype']}" + (
         ", gradient checkpointing" if s["gradient_checkpointing"] else ""
     )
     verdict = "fits" if plan["fits"] else "does **not** fit"

@@ -190,6 +190,7 @@ def plan_script(argv: Sequence[str], instance: str = "trn2") -> dict:
         largest=watch.largest.top(),
         parameters=params[:3],
         parameter_count=sum(p.numel() for p in model.parameters()),
+        kv_cache_bytes=traced._cache_bytes(watch.cache),
     )
     batch = observed["batch"] or (1, 1)
     settings = ScriptSettings(
@@ -197,8 +198,10 @@ def plan_script(argv: Sequence[str], instance: str = "trn2") -> dict:
         seq_len=int(batch[1]) if len(batch) > 1 else 1,
         dtype=observed["dtype"],
         autocast=observed.get("autocast"),
-        optimizer=observed["optimizer"],
+        optimizer=observed.get("optimizer", PlanSettings.optimizer),  # a generation steps none: plan MODEL's default
         gradient_checkpointing=observed["gradient_checkpointing"],
+        task=watch.task,
+        max_new_tokens=observed.get("max_new_tokens", PlanSettings.max_new_tokens),
     )
     config = getattr(model, "config", None)
     document = report.build(

@@ -21,10 +21,14 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicO
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-# (the file's path ending, the function) -> what the read decides, and the answer given (a False / 0)
+# (the file's path ending, the function's qualified name) -> what the read decides, and the answer (False / 0)
 ANSWERED = {
-    ("transformers/trainer.py", "_run_epoch"): (
+    ("transformers/trainer.py", "Trainer._run_epoch"): (
         "Trainer's logging_nan_inf_filter asks whether the loss is nan or inf; answered no (a finite loss)"
+    ),
+    ("transformers/generation/utils.py", "StopCheck.__call__"): (
+        "generate asks whether every sequence has finished after the prefill; answered no (the first decode step "
+        "runs, as it does unless every sequence ends at its first token)"
     ),
 }
 # frames of these packages are the machinery between a read and the line that asked for it
@@ -113,7 +117,9 @@ class ValueReads(TorchDispatchMode):
         if frame is None:
             return None
         path = frame.f_code.co_filename.replace("\\", "/")
+        qualname = getattr(frame.f_code, "co_qualname", None)  # Python 3.11; 3.10 has the bare name only
         for (ending, function), why in ANSWERED.items():
-            if path.endswith(ending) and frame.f_code.co_name == function:
+            named = qualname == function if qualname else frame.f_code.co_name == function.rpartition(".")[2]
+            if path.endswith(ending) and named:
                 return why
         return None
