@@ -309,9 +309,10 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
     "it falls in, the largest tensors and a verdict; --tp/--fsdp plan rank 0 of a parallel layout (transformers' own "
     "TP and FSDP2 plans on a fake process group), --layouts searches the layouts of one instance, --lora-r trains "
     "LoRA adapters over a frozen base. MODEL is a directory with config.json, a config.json, or a hub "
-    "id whose config is cached. Or give `-- python SCRIPT ARGS...`: the script runs up to its first optimizer step "
-    "with from_pretrained building its model from the config on fake tensors, and that step is planned (only "
-    "--instance and --format apply; docs/plan.md says which scripts work). Exits 0 when it fits, 1 when it does "
+    "id whose config is cached. Or give `-- python SCRIPT ARGS...`: the script runs up to its first optimizer "
+    "step (or first decode step in generate) with from_pretrained building its model from the config on fake "
+    "tensors, and that step is planned (only --instance and --format apply; docs/plan.md says which scripts "
+    "work). Exits 0 when it fits, 1 when it does "
     "not, 2 when MODEL, a setting or the script cannot be planned (naming the script's line).",
 )
 @click.option("--task", type=click.Choice(["train", "generate"]), default="train", show_default=True)

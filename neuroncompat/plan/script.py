@@ -1,5 +1,6 @@
-"""``neuroncompat plan -- python train.py ARGS...``: the user's own script, run up to its first optimizer step with
-its models on fake tensors, planned as ``plan MODEL`` plans a step and reported the same way.
+"""``neuroncompat plan -- python train.py ARGS...``: the user's own script, run up to its first optimizer step (or
+its first decode step in ``generate``) with its models on fake tensors, planned as ``plan MODEL`` plans a step and
+reported the same way.
 
 The script runs in this process (``runpy``, with its own ``sys.argv``), its prints sent to stderr so stdout holds
 the report alone. Its data loading, tokenizer and Trainer set-up are real; its models are full size and fake
@@ -160,7 +161,8 @@ def _run(command: Command, watch: StepWatch) -> None:
 
 
 def plan_script(argv: Sequence[str], instance: str = "trn2") -> dict:
-    """The plan document (neuroncompat/plan/report.py) of the script's first training step on one core."""
+    """The plan document (neuroncompat/plan/report.py) of the script's first training step (or generation) on one
+    core."""
     command = parse(argv)
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     watch = StepWatch(mode, command.script)
