@@ -20,7 +20,14 @@ TP accuracy (``--only tp``): the 4-layer hidden-256 Llama at 2 x 128 with TP=2, 
 group) and run for real under ``torchrun`` on two simulated cores (``bench/plan_tp_rank.py``, the plan's own step
 code sharded by transformers' TP plan); each rank's measured peak by the end of each phase against the plan's.
 
-Run: ``python bench/bench_plan.py [--only accuracy|speed|table|tp] [--json]``
+Script (``--only script``): the same 8B-shaped step written as a user's plain training loop and planned with
+``neuroncompat plan -- python loop.py`` (the script's ``from_pretrained`` builds the model from the config on fake
+tensors): wall and CPU seconds, peak RSS, and its peak against ``plan MODEL``'s for the same settings.
+
+Graphs (``--only graphs``): the same 8B-shaped step with ``--graphs`` (Dynamo traces ``torch.compile(model)`` on
+fake inputs with the dry run's neuron backend): wall and CPU seconds, peak RSS, the graph count.
+
+Run: ``python bench/bench_plan.py [--only accuracy|speed|table|tp|script|graphs] [--json]``
 """
 
 from __future__ import annotations
@@ -81,14 +88,33 @@ def accuracy() -> list[dict[str, Any]]:
     return rows
 
 
-def _plan_8b(options: list[str], timeout: int) -> tuple[dict[str, Any], dict[str, Any]]:
+# the 8B-shaped step as a user's plain loop (``--only script``): the model directory is its first argument
+LOOP = """import sys
+import torch
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.bfloat16)
+model.train()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+ids = torch.randint(0, model.config.vocab_size, (1, 2048))
+model(input_ids=ids, labels=ids).loss.backward()
+optimizer.step()
+"""
+
+
+def _plan_8b(options: list[str], timeout: int, script: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """`neuroncompat plan` of the 8B-shaped config (bf16, sequence 2048) with ``options``, in a fresh process:
-    its JSON report, and what the process took (wall and CPU seconds, peak RSS, exit status)."""
+    its JSON report, and what the process took (wall and CPU seconds, peak RSS, exit status). With ``script``,
+    the :data:`LOOP` script is planned instead (``plan -- python loop.py MODEL_DIR``)."""
     from transformers import LlamaConfig
 
     with tempfile.TemporaryDirectory() as folder:
         LlamaConfig(**LLAMA_8B).save_pretrained(folder)
         argv = ["plan", folder, "--dtype", "bf16", "--seq-len", "2048", *options, "--format", "json"]
+        if script:
+            loop = f"{folder}/loop.py"
+            with open(loop, "w") as file:
+                file.write(LOOP)
+            argv = ["plan", "--format", "json", "--", "python", loop, folder]
         command = [sys.executable, "-c", "from neuroncompat.cli import main; main()", *argv]  # the command, fresh
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
@@ -115,6 +141,19 @@ def table() -> dict[str, Any]:
     report, took = _plan_8b(["--layouts", "--jobs", "2"], timeout=1800)
     took.pop("peak_rss_bytes")
     return {**took, "layout": report["layout"], "per_core": report["per_core"], "layouts": report["layouts"]}
+
+
+def script() -> dict[str, Any]:
+    """The 8B-shaped step as a plain loop, planned from the script, beside ``plan MODEL``'s peak for it."""
+    report, took = _plan_8b([], timeout=900, script=True)
+    model, _ = _plan_8b(["--batch-size", "1"], timeout=900)
+    return {**took, "per_core": report["per_core"], "plan_model_peak_bytes": model["per_core"]["peak_bytes"]}
+
+
+def graphs() -> dict[str, Any]:
+    """The 8B-shaped step with ``--graphs``: seconds, peak RSS, and the graphs counted."""
+    report, took = _plan_8b(["--batch-size", "1", "--graphs"], timeout=900)
+    return {**took, "graphs": report["graphs"]}
 
 
 def tp_accuracy() -> list[dict[str, Any]]:
@@ -154,7 +193,7 @@ def tp_accuracy() -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["accuracy", "speed", "table", "tp"])
+    parser.add_argument("--only", choices=["accuracy", "speed", "table", "tp", "script", "graphs"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result: dict[str, Any] = {}
@@ -166,6 +205,10 @@ def main() -> None:
         result["accuracy"] = accuracy()
     if args.only in (None, "tp"):
         result["tp"] = tp_accuracy()
+    if args.only in (None, "script"):
+        result["script"] = script()
+    if args.only in (None, "graphs"):
+        result["graphs"] = graphs()
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -185,6 +228,17 @@ def main() -> None:
             print(f"| {row['tp']} | {row['fsdp']} | {row['cores']} | {plain['peak_bytes'] / (1 << 30):.2f} ({plain['phase']}) | "
                   f"{ckpt['peak_bytes'] / (1 << 30):.2f} ({ckpt['phase']}) |")  # fmt: skip
         print("smallest:", t["layouts"]["smallest"], "checkpointed:", t["layouts"]["smallest_checkpointed"])
+    for name in ("script", "graphs"):
+        if name in result:
+            r = result[name]
+            figures = (
+                f"planned peak {r['per_core']['peak_bytes'] / (1 << 30):.2f} GiB (plan MODEL: "
+                f"{r['plan_model_peak_bytes'] / (1 << 30):.2f} GiB)"
+                if name == "script"
+                else f"{r['graphs']['count']} graph(s), ops {[g['ops'] for g in r['graphs']['graphs']]}"
+            )
+            print(f"8B-shaped {name}: {r['seconds']:.1f} s ({r['cpu_seconds']:.1f} s CPU), peak RSS "
+                  f"{r['peak_rss_bytes'] / (1 << 30):.2f} GiB, exit {r['exit_code']}, {figures}")  # fmt: skip
     for row in result.get("tp", []):
         cells = " | ".join(
             f"{row['planned'][p] / mib:.2f} / {' , '.join(f'{m[p] / mib:.2f}' for m in row['measured'])}"

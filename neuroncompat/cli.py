@@ -309,7 +309,11 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
     "it falls in, the largest tensors and a verdict; --tp/--fsdp plan rank 0 of a parallel layout (transformers' own "
     "TP and FSDP2 plans on a fake process group), --layouts searches the layouts of one instance, --lora-r trains "
     "LoRA adapters over a frozen base. MODEL is a directory with config.json, a config.json, or a hub "
-    "id whose config is cached. Exits 0 when it fits, 1 when it does not, 2 when MODEL or a setting is wrong.",
+    "id whose config is cached. Or give `-- python SCRIPT ARGS...`: the script runs up to its first optimizer "
+    "step (or first decode step in generate) with from_pretrained building its model from the config on fake "
+    "tensors, and that step is planned (only --instance and --format apply; docs/plan.md says which scripts "
+    "work). Exits 0 when it fits, 1 when it does "
+    "not, 2 when MODEL, a setting or the script cannot be planned (naming the script's line).",
 )
 @click.option("--task", type=click.Choice(["train", "generate"]), default="train", show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True)
@@ -370,9 +374,17 @@ def check(fmt: str, tensor_parallel: bool, model: str) -> None:
 @click.option(
     "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="--layouts: trace in this many processes."
 )
+@click.option(
+    "--graphs",
+    is_flag=True,
+    help="Also count the graphs Neuron would compile for the step under torch.compile(model): Dynamo traces it on "
+    "fake inputs with the dry run's neuron backend (one core; a pass of its own, seconds per layer).",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "markdown"]), default="text", show_default=True)
-@click.argument("model")
+@click.argument("target", nargs=-1, required=True, metavar="MODEL | -- python SCRIPT ARGS...")
+@click.pass_context
 def plan(
+    ctx: click.Context,
     task: str,
     batch_size: int,
     seq_len: int,
@@ -388,12 +400,32 @@ def plan(
     lora_targets: tuple[str, ...],
     table: bool,
     jobs: int,
+    graphs: bool,
     fmt: str,
-    model: str,
+    target: tuple[str, ...],
 ) -> None:
     from neuroncompat import plan as planner
     from neuroncompat.plan import report as plan_report
 
+    if len(target) > 1:  # `plan -- python train.py ARGS...`: the script decides the step's settings
+        given = [
+            name
+            for name in ctx.params
+            if name not in ("instance", "fmt", "target")
+            and ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+        ]
+        try:
+            if given:
+                raise planner.PlanInputError(
+                    f"--{given[0].replace('_', '-')}: the script's own step decides it; with `-- python SCRIPT` "
+                    "give only --instance and --format"
+                )
+            result = planner.plan_script(target, instance)
+        except planner.PlanInputError as exc:
+            raise InputError(str(exc)) from exc
+        click.echo(plan_report.RENDERERS[fmt](result))
+        raise SystemExit(result["exit_code"])
+    model = target[0]
     try:
         settings = planner.PlanSettings(
             task,
@@ -407,7 +439,7 @@ def plan(
             lora_r,
             lora_targets,
         )
-        result = planner.plan(model, settings, instance, planner.Layout(tp, fsdp), table, jobs)
+        result = planner.plan(model, settings, instance, planner.Layout(tp, fsdp), table, jobs, graphs)
     except planner.PlanInputError as exc:
         raise InputError(str(exc)) from exc
     click.echo(plan_report.RENDERERS[fmt](result))

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from neuroncompat.plan import layouts
 from neuroncompat.plan.hardware import GIB, Core
 from neuroncompat.plan.layouts import Row
 from neuroncompat.plan.parallel import Layout
-from neuroncompat.plan.settings import PlanSettings
 from neuroncompat.plan.trace import Trace
 from neuroncompat_report.exits import FAILED, OK
 
@@ -27,8 +26,15 @@ NOT_MODELLED = (
 )
 
 
+class Settings(Protocol):
+    """What a plan was asked for (:class:`neuroncompat.plan.settings.PlanSettings`) or what a script's step turned out to be
+    (neuroncompat/plan/script.py), under the same field names."""
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
 def build(
-    model: str, config_path: Path, config: Any, settings: PlanSettings, trace: Trace, core: Core, layout: Layout
+    model: str, config_path: Path, config: Any, settings: Settings, trace: Trace, core: Core, layout: Layout
 ) -> dict:
     """The plan document: the step, its peak per NeuronCore by category and phase, and the verdict."""
     fits = trace.peak_bytes <= core.memory_bytes
@@ -112,12 +118,15 @@ def render_text(plan: dict) -> str:
         f"train, {s['optimizer']}" + (", gradient checkpointing" if s["gradient_checkpointing"] else "")
         if s["task"] == "train"
         else f"generate, static cache {s['seq_len'] + s['max_new_tokens']} positions"
+        if "script" not in plan
+        else f"generate ({s['max_new_tokens']} new tokens asked; the script's own cache): prefill and one decode step"
     )
     precision = s["dtype"] + (f", autocast {s['autocast']}" if s["autocast"] else "")
     verdict = "fits" if plan["fits"] else "does NOT fit"
     lines = [
         f"neuroncompat plan: {plan['model']} ({plan['model_type']}, {plan['parameter_count'] / 1e9:.2f}B parameters)",
         f"step: {step}; batch {s['batch_size']} x {s['seq_len']} tokens{' per rank' if plan['layout']['cores'] > 1 else ''}; {precision}; {_layout(plan['layout'])}",
+        *_script_lines(plan),
         "",
         f"peak per NeuronCore: {_gib(per_core['peak_bytes'])} in {per_core['phase']}: {verdict} in "
         f"{_gib(core['memory_bytes'])} ({core['instance']}: {core['what']}), headroom {_gib(plan['headroom_bytes'])}",
@@ -128,7 +137,8 @@ def render_text(plan: dict) -> str:
         if size:
             lines.append(f"  {name:<22}{_gib(size):>12}")
     if per_core["kv_cache_bytes"] is not None:
-        lines.append(f"  (of the activations, the static KV cache: {_gib(per_core['kv_cache_bytes'])})")
+        cache = "the static KV cache" if "script" not in plan else "the KV cache at the decode step"
+        lines.append(f"  (of the activations, {cache}: {_gib(per_core['kv_cache_bytes'])})")
     lines += ["", "peak by the end of each phase:"]
     lines += [f"  {phase:<22}{_gib(size):>12}" for phase, size in per_core["phase_peaks"].items()]
     lines += ["", "largest tensors the step makes:"]
@@ -140,8 +150,35 @@ def render_text(plan: dict) -> str:
     lines += [f"  {_gib(p['bytes']):>12}  {p['name']}" for p in plan["largest_parameters"]]
     if plan["layouts"] is not None:
         lines += ["", *_table_lines(plan["layouts"], core)]
+    lines += _graph_lines(plan)
     lines += ["", "not modelled: " + "; ".join(plan["not_modelled"]) + " (docs/plan.md)"]
     return "\n".join(lines)
+
+
+def _graph_lines(plan: dict) -> list[str]:
+    """With ``--graphs``: how many graphs Neuron would compile for the step under ``torch.compile(model)``."""
+    graphs = plan.get("graphs")
+    if graphs is None:
+        return []
+    count = graphs["count"]
+    lines = [
+        "",
+        f"torch.compile(model) graphs, traced by Dynamo on fake inputs: {count} Neuron compilation"
+        f"{'s' if count != 1 else ''}{' (graph breaks split the forward)' if count > 1 else ''}",
+    ]
+    lines += [f"  {graph['ops']:>6} ops  {graph['code']}" for graph in graphs["graphs"]]
+    return lines
+
+
+def _script_lines(plan: dict) -> list[str]:
+    """For ``plan -- python SCRIPT``: where the script was stopped, and each value read the plan answered."""
+    script = plan.get("script")
+    if script is None:
+        return []
+    after = "its first optimizer step" if plan["settings"]["task"] == "train" else "the first decode step"
+    lines = [f"script: stopped after {after}, at {script['stopped_at'] or 'a line outside it'}"]
+    lines += [f"  answered {read['site']}: {read['why']}" for read in script["answered_reads"]]
+    return lines
 
 
 def _table_lines(table: dict, core: dict) -> list[str]:
@@ -181,7 +218,8 @@ def render_markdown(plan: dict) -> str:
     """The plan as a pull-request comment or a notebook cell: the verdict, then the same figures as tables."""
     s, per_core, core = plan["settings"], plan["per_core"], plan["core"]
     training = "LoRA r=" + str(s["lora_r"]) if s["lora_r"] else "full fine-tuning"
-    step = f"{s['task']}, {training if s['task'] == 'train' else 'static cache'}, {s['dtype']}" + (
+    cache = "the script's own cache" if "script" in plan else "static cache"
+    step = f"{s['task']}, {training if s['task'] == 'train' else cache}, {s['dtype']}" + (
         ", gradient checkpointing" if s["gradient_checkpointing"] else ""
     )
     verdict = "fits" if plan["fits"] else "does **not** fit"
@@ -189,6 +227,7 @@ def render_markdown(plan: dict) -> str:
         f"### `neuroncompat plan`: {plan['model']} ({plan['model_type']}, {plan['parameter_count'] / 1e9:.2f}B)",
         "",
         f"{step}; batch {s['batch_size']} x {s['seq_len']} tokens; {_layout(plan['layout'])}.",
+        *[f"\n{line.strip()}" for line in _script_lines(plan)],
         "",
         f"**Peak per NeuronCore: {_gib(per_core['peak_bytes'])}** in {per_core['phase']}: {verdict} in "
         f"{_gib(core['memory_bytes'])} ({core['instance']}), headroom {_gib(plan['headroom_bytes'])}.",
@@ -217,6 +256,10 @@ def render_markdown(plan: dict) -> str:
                 f"{_gib(row[c]['peak_bytes'])} {'fits' if row[c]['fits'] else 'no'}" for c in ("plain", "checkpointed")
             ]
             lines.append(f"| {row['tp']} | {row['fsdp']} | {row['cores']} | {cells[0]} | {cells[1]} |")
+    if plan.get("graphs") is not None:
+        lines += ["", f"torch.compile(model): **{plan['graphs']['count']}** graph(s) for Neuron to compile.", ""]
+        lines += ["| ops | graph of |", "|---:|---|"]
+        lines += [f"| {graph['ops']} | `{graph['code']}` |" for graph in plan["graphs"]["graphs"]]
     lines += ["", "Not modelled (docs/plan.md):", *[f"- {item}" for item in plan["not_modelled"]]]
     return "\n".join(lines)
 

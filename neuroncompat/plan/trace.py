@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
 from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed._tools.mem_tracker import MemTracker
 from torch.distributed.fsdp import FSDPModule
@@ -86,12 +86,23 @@ def _one_sequence_per_row() -> Iterator[None]:
     ids' values, which a fake tensor does not have, so on fake tensors it answers "maybe" and the causal mask
     is materialised ([batch, 1, seq, seq]) and handed to SDPA, where an eager run on real ids answers "no" and
     SDPA runs with ``is_causal``. The planned batch is one sequence per row by construction, so the trace gets
-    the eager answer (without this, a gradient-checkpointed step's backward was planned 10% high).
+    the eager answer (without this, a gradient-checkpointed step's backward was planned 10% high). Position ids
+    that are real (a script's own, ``plan -- python train.py``) are answered from their values, as eager does, and
+    Dynamo (``--graphs``) traces the check itself.
     """
     from transformers import masking_utils
 
     found = masking_utils.find_packed_sequence_indices
-    masking_utils.find_packed_sequence_indices = lambda position_ids: None
+
+    def answered(position_ids: Any) -> Any:
+        if torch.compiler.is_compiling():  # Dynamo (plan --graphs) traces the check as transformers wrote it
+            return found(position_ids)
+        if isinstance(position_ids, FakeTensor):
+            return None
+        with unset_fake_temporarily():
+            return found(position_ids)
+
+    masking_utils.find_packed_sequence_indices = answered
     try:
         yield
     finally:
