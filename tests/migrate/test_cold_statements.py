@@ -123,5 +123,6 @@ def load(name):
     assert _cold_names(source) == {"cast"}
     result = migrate_source(source, "lib.py")
     assert result.new is not None
-    assert b'model.to(\n        "neuron"\n    )' in result.new and b'model.to("neuron:0").to(torch.bfloat16)' in result.new
+    assert b'model.to(\n        "neuron"\n    )' in result.new
+    assert b'model.to("neuron:0").to(torch.bfloat16)' in result.new
     assert [w.rule for w in result.warnings] == ["NM212"]
