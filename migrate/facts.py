@@ -36,11 +36,15 @@ _OWN_ENTRY_CALL = re.compile(r"(main|train|run|cli|finetune|inference|evaluate|g
 _OWN_ENTRY_CALL_AFTER_BREAK = re.compile(r"\n" + _OWN_ENTRY_CALL.pattern, re.M)
 # Top-level code that runs training or inference when the file is executed: a statement that
 # starts in column 0 (so not inside a def/class) and calls one of these.
-_TOP_LEVEL_RUN = re.compile(r"^(?!def |class |async |@|import |from |#)(?=\S)[^\n]*" + _RUN_CALL, re.M)
+# (At the start of the file, or after a line break: searched for from the literal, as `_OWN_ENTRY_CALL`.)
+_TOP_LEVEL_RUN = re.compile(r"(?!def |class |async |@|import |from |#)(?=\S)[^\n]*" + _RUN_CALL)
+_TOP_LEVEL_RUN_AFTER_BREAK = re.compile(r"\n" + _TOP_LEVEL_RUN.pattern)
 # A top-level compound statement whose block may hold such a call (nanoGPT's `sample.py` runs
 # `with torch.no_grad():` / `with ctx:` / `for k in ...:` / `y = model.generate(...)`), and the
 # clauses that continue it in column 0.
 _BLOCK_HEADER = re.compile(r"(?:async[ \t]+)?(?:for|while|with|if|try)\b")
+# such a header after any line break `str.splitlines` splits at: without one (most library modules) no block runs
+_BLOCK_HEADER_AFTER_BREAK = re.compile(r"[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]" + _BLOCK_HEADER.pattern)
 _BLOCK_CLAUSE = re.compile(r"(?:elif|else|except|finally)\b")
 _NESTED_DEFINITION = re.compile(r"(?:async[ \t]+)?(?:def|class)\b|@")
 _RUN = re.compile(_RUN_CALL)
@@ -53,6 +57,8 @@ def _block_runs(text: str) -> bool:
     (defining a function runs nothing). A module-level `with open(...) as f: cfg = json.load(f)`
     calls nothing that runs, so a library module holding one stays a library module.
     """
+    if not (_BLOCK_HEADER.match(text) or _BLOCK_HEADER_AFTER_BREAK.search(text)):
+        return False  # no line starts a top-level block: the walk below would find none
     in_block = False
     definition_indent = -1  # the indentation of a def/class inside the block, whose body is skipped
     for line in text.splitlines():
@@ -90,7 +96,8 @@ def is_entry_script(text: str) -> bool:
     """A file that is run, not imported (see `FileFacts.entry_script`)."""
     return bool(
         ("__main__" in text and _MAIN_GUARD.search(text))  # the substring test first: C speed, as for the entry call
-        or _TOP_LEVEL_RUN.search(text)
+        or _TOP_LEVEL_RUN.match(text)
+        or _TOP_LEVEL_RUN_AFTER_BREAK.search(text)
         or _block_runs(text)
         or _own_entry(text)
     )
