@@ -12,7 +12,6 @@ output changes nothing. Nearly every file settles in one pass (the second only c
 from __future__ import annotations
 
 import ast
-import difflib
 from collections import Counter
 from collections.abc import Callable
 from typing import NamedTuple
@@ -277,7 +276,12 @@ def _by_line(rewrite: Rewrite) -> tuple[int, int, str]:
 
 
 def _line_map(old: str, new: str) -> Callable[[int | None], int | None]:
-    """A function from a line of `new` to the line of `old` it came from (a changed line: where its change starts)."""
+    """A function from a line of `new` to the line of `old` it came from (a changed line: where its change starts).
+
+    `difflib` is imported here: only a file two passes change needs it, and a one-file run's start-up is most of its
+    time (issue 39)."""
+    import difflib
+
     opcodes = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False).get_opcodes()
 
     def back(line: int | None) -> int | None:

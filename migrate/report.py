@@ -8,7 +8,6 @@ diff of the raw JSON is unreadable. The formats themselves live in `migrate.form
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -56,6 +55,8 @@ def where(finding: Finding | Rewrite) -> str:
 
 def unified_diff(result: FileResult) -> str:
     """The diff of one changed file, with normalised `\\n` line endings for display."""
+    import difflib  # here, not at the top: a `--check` prints no diff, and a one-file run is mostly start-up
+
     path = display_path(result.path).lstrip("/")  # as git writes an absolute path: a/abs/x.py, not a//abs/x.py
     out = [f"--- a/{path}\n", f"+++ b/{path}\n"]
     for change in result.changes:
@@ -74,6 +75,8 @@ def first_changed_line(result: FileResult) -> int | None:
     """The first line (of the file, or of the first changed cell) that the migration changes."""
     if not result.changes:
         return None
+    import difflib  # only for a rewrite without a line of its own (see `unified_diff`)
+
     change = result.changes[0]
     matcher = difflib.SequenceMatcher(None, change.old.splitlines(), change.new.splitlines(), autojunk=False)
     for tag, i1, _, _, _ in matcher.get_opcodes():

@@ -79,10 +79,14 @@ FAMILIES: tuple[Family, ...] = (
         _SHARED,
         whole_file=None,
         # what each rewrite needs in its statement: a `cuda` literal (device values, comparisons, `map_location`
-        # through a variable set to one), `.to(` (an index or a rank), `pipeline` (NM106's ordinal, NM107),
-        # `device_map` (NM105, its TRL helper), a data-parallel wrapper (NM106's `device_ids`); `x.device` and
-        # `device=x.device`, everywhere in library code, hold none, and no hook of the family changes them
-        statement=rb"cuda|\.to\(|pipeline|device_map|DDP|DataParallel|FSDP",
+        # through a variable set to one), `.to(` with an index or a rank first (NM106: `.to(0)`, `.to(local_rank)`,
+        # `.to(dist.get_rank())`, `.to(int(os.environ["LOCAL_RANK"]))`; a device literal holds `cuda`), `pipeline`
+        # (NM106's ordinal, NM107), `device_map` (NM105, its TRL helper), a data-parallel wrapper (NM106's
+        # `device_ids`); `x.device`, `device=x.device`, `.to(x.dtype)` and `hf_device_map`, everywhere in library
+        # code, hold none, and no hook of the family changes them
+        statement=rb"cuda|"
+        rb"\.to\(\s*(?:#[^\n]*\s*)*(?:[\d(]|int\s*\(|[\w.]*(?:rank|gpu|device_id|process_index|current_device|environ))|"
+        rb"pipeline|\bdevice_map\b|get_kbit_device_map|DDP|DataParallel|FSDP",
     ),
     Family(_RULES + "cuda_api", rb"cuda|nccl|set_device|mem_get_info", ("retired",), whole_file=None),
     Family(_RULES + "legacy_tensor_types", rb"cuda(?:\.|[ \t]+import[^\n]*)\w*Tensor\b"),  # aliases: `Tensor(...)`
@@ -91,6 +95,9 @@ FAMILIES: tuple[Family, ...] = (
         rb"cuda|fp16|float16|half|torch_dtype|autocast|GradScaler|tf32|mixed_precision|amp",
         _SHARED,
         whole_file=None,
+        # `.half()`, `torch.half` and `torch.cuda.amp` / `from torch.cuda import amp` as words: `rotate_half(x)` and
+        # `num_samples`, common in model code, are no precision
+        statement=rb"cuda|fp16|float16|\bhalf\b|torch_dtype|autocast|GradScaler|tf32|mixed_precision|\bamp\b",
     ),
     Family(
         _RULES + "attention",
@@ -104,7 +111,9 @@ FAMILIES: tuple[Family, ...] = (
         ("settings", "retired"),
         whole_file=None,
     ),
-    Family(_RULES + "hub_kernels", rb"[Kk]ernel", whole_file=None),
+    # the calls it acts on are `get_kernel(...)`, `KernelConfig(...)` and a `use_kernels=` keyword, not every
+    # `kernel_size` or `is_flash_attn_available(kernels_fallback_ok=True)` of model code
+    Family(_RULES + "hub_kernels", rb"[Kk]ernel", whole_file=None, statement=rb"get_kernel|KernelConfig|use_kernels"),
     # `llm = LLM(...)` names a vLLM engine whose `.generate(...)` the family rewrites: a statement without its tokens
     Family(_RULES + "generate", rb"generate|vllm", whole_file=rb"vllm"),
     Family(_RULES + "static_shapes", rb"DataLoader|[Cc]ollat|compile", whole_file=None),

@@ -93,3 +93,36 @@ def place(model, rank):
     assert _cold_names(source) == {"make_mask"}
     result = migrate_source(source, "lib.py")
     assert result.new is not None and b'device_map="neuron"' in result.new
+
+
+def test_casts_and_names_that_only_contain_a_token_are_skipped():
+    # model code: a dtype cast, `rotate_half`, `num_samples`, a kernel size and `hf_device_map` switch the device,
+    # precision and hub-kernel families on, but no hook of theirs changes them; an index or a rank given to `.to(`,
+    # on the next line too, `.half()` and `use_kernels=True` are what those families act on
+    source = b"""import torch
+
+
+def cast(attn_weights, value, num_samples, hf_device_map):
+    out = rotate_half(attn_weights.to(value.dtype)) * num_samples
+    return torch.nn.Conv1d(2, 2, kernel_size=3)(out), hf_device_map
+
+
+def place(model, local_rank):
+    return model.to(
+        local_rank
+    )
+
+
+def first(model):
+    return model.to(0).half()
+
+
+def load(name):
+    return AutoModel.from_pretrained(name, use_kernels=True)
+"""
+    assert _cold_names(source) == {"cast"}
+    result = migrate_source(source, "lib.py")
+    assert result.new is not None
+    assert b'model.to(\n        "neuron"\n    )' in result.new
+    assert b'model.to("neuron:0").to(torch.bfloat16)' in result.new
+    assert [w.rule for w in result.warnings] == ["NM212"]

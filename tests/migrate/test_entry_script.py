@@ -35,6 +35,10 @@ ENTRY_SCRIPTS = {
     "own main() at the end": "import torch\n\n\ndef main():\n    run_training()\n\n\nmain()\n",
     "fire.Fire": "import fire\nimport torch\n\n\ndef train(base_model=''):\n    pass\n\n\nfire.Fire(train)\n",
     "tyro.cli": "import tyro\n\n\ndef main(lr: float = 1e-4):\n    pass\n\n\ntyro.cli(main)\n",
+    # lines as `str.splitlines` splits them: a block header after a lone carriage return or a form feed
+    "block after a lone carriage return": "import torch\rwith torch.no_grad():\r    out = model.generate(x)\r",
+    "block after a form feed": "import torch\n\x0cfor batch in loader:\n    loss(batch).backward()\n",
+    "first line calls": "model = AutoModel.from_pretrained('m')\n",
 }
 
 LIBRARY_MODULES = {

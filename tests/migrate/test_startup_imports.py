@@ -9,6 +9,7 @@ which modules it ended with; a positive control shows the same run does import t
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -30,6 +31,7 @@ with open(out, "w") as f:
     json.dump(sorted(sys.modules), f)
 """
 LAZY = (
+    "difflib",  # only for a diff, a rewrite without a line of its own, or a file two passes change
     "concurrent.futures",
     "multiprocessing",
     "hashlib",
@@ -104,6 +106,45 @@ def test_the_modules_are_imported_when_the_run_needs_them(project: Path):
     modules = imported_by(project, "--write", "--format", "json", "train.py")
     assert {"tomllib", "importlib.metadata", "migrate.formats.json", "migrate.writer", "hashlib"} <= modules
     assert "import torch\n" in (project / "train.py").read_text() and '"neuron"' in (project / "train.py").read_text()
+
+
+def test_a_diff_imports_difflib(project: Path):
+    assert "difflib" in imported_by(project, "train.py")
+
+
+# runs the CLI as the console script does, then prints how many objects the collector no longer walks
+FROZEN_PROBE = """
+import gc, sys
+from migrate.__main__ import main
+sys.argv = ["neuron-migrate", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print(gc.get_freeze_count(), file=sys.stderr)
+"""
+
+
+def test_the_command_freezes_its_start_up_objects_and_the_cli_function_does_not(project: Path):
+    """The command's process leaves its imports to the permanent generation (`migrate.__main__`); a program that
+    runs the CLI itself (click's runner, in this process) keeps its own collector as it was."""
+    found = subprocess.run(
+        [sys.executable, "-c", FROZEN_PROBE, "--check", "train.py"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 0, found.stderr
+    assert int(found.stderr.split()[-1]) > 10_000  # click's, libcst's and the codemod's modules
+
+    from click.testing import CliRunner
+
+    from migrate.cli import main
+
+    before = gc.get_freeze_count()
+    assert CliRunner().invoke(main, ["--check", str(project / "train.py")]).exit_code == 1
+    assert gc.get_freeze_count() == before
 
 
 @pytest.mark.parametrize(
