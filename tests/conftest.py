@@ -19,6 +19,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -49,16 +50,31 @@ def pytest_configure(config: pytest.Config) -> None:
 
     Under ``-n N`` the tests are spread as ``--dist loadgroup`` (pytest-xdist's ``load`` that keeps each
     ``xdist_group`` in one worker) unless ``--dist`` is given: tests that read one expensive result (the CI
-    subset's checks, tests/ci_subset.py) then find it in their worker instead of each computing it again."""
+    subset's checks, tests/ci_subset.py) then find it in their worker instead of each computing it again. The
+    workers must be told too: each parses the command line again, and one that does not see ``loadgroup`` leaves
+    its tests ungrouped, so the controller spreads every group over both workers (tests/test_suite_grouping.py).
+    Not an ``addopts`` option: ``--dist`` is unknown where xdist is not loaded (``-p no:xdist``)."""
     if getattr(config.option, "dist", None) == "load" and not any(
         arg.startswith(("--dist", "-d")) for arg in config.invocation_params.args
     ):
         config.option.dist = "loadgroup"
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_TellWorkersTheDistMode(), "neuroncompat-dist-mode")
+    if getattr(config, "workerinput", {}).get("neuroncompat_loadgroup"):
+        config.option.loadgroup = True  # read by xdist's worker when it names each test's group
     if "torch" in MISSING_STACK:
         return
     from neuroncompat.simulator import register_backend
 
     register_backend()
+
+
+class _TellWorkersTheDistMode:
+    """Controller side: passes the dist mode chosen above to each worker (xdist's ``pytest_configure_node``)."""
+
+    @pytest.hookimpl
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["neuroncompat_loadgroup"] = node.config.option.dist == "loadgroup"
 
 
 class _NeedsSimulatorStack(pytest.Module):
