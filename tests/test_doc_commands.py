@@ -84,9 +84,10 @@ def test_quoted_command_parses(page: str, program: str, arguments: str, project:
         command, words = found, words[1:]
     try:
         with command.make_context(f"{program} {page}", list(words)) as context:
-            if "--" in words:  # `simulate` passes unknown options on: each quoted before `--` must be its own
-                assert list(context.params["command"]) == words[words.index("--") + 1 :], (
-                    f"{page}: `{program} {arguments}`: an option before `--` is not simulate's"
+            if "--" in words:  # `simulate` and `plan` pass a command on: each option quoted before `--` is their own
+                [rest] = [p.name for p in command.params if isinstance(p, click.Argument) and p.nargs == -1]
+                assert list(context.params[rest]) == words[words.index("--") + 1 :], (
+                    f"{page}: `{program} {arguments}`: an option before `--` is not {command.name}'s"
                 )
     except click.exceptions.Exit as done:  # --version, --help: a clean exit
         assert done.exit_code == 0
