@@ -61,3 +61,17 @@ def test_dynamic_graphs_are_flagged_as_rejected_with_the_fix(neuron: object) -> 
     assert [fix["id"] for fix in warning["fixes"]] == ["automatic_dynamic_shapes"]
     text = report.render_text(built)
     assert "1 graph(s) Neuron would REJECT (dynamic shapes)" in text and "REJECTED: dynamic shapes" in text
+
+
+def test_a_stopped_recorder_leaves_torch_compile_of_a_module_silent(neuron: object) -> None:
+    """torch.compile(module) warns while global module hooks exist; the recorder's are gone once it stops, including
+    the with_kwargs flag torch's own handle leaves behind (record._register_exit_hook)."""
+    import warnings
+
+    recorder = Recorder()
+    recorder.start()
+    recorder.stop()
+    model = torch.nn.Linear(2, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.compile(model, backend="eager")(torch.ones(1, 2))

@@ -120,6 +120,24 @@ class _Site:
             self.dropped += 1
 
 
+def _register_exit_hook(hook: Callable[..., None]) -> Callable[[], None]:
+    """A global forward hook that sees keyword arguments and runs when a forward raises; returns its remover.
+
+    torch 2.13's handle forgets the hook's ``with_kwargs`` flag when removed (it clears the hook and its
+    ``always_call`` flag only), and ``torch.nn.modules.module._has_any_global_hook()`` reads that flag's table: after
+    a recorder stopped, every later ``torch.compile(module)`` in the process would warn that global hooks exist.
+    The remover clears the flag too; a torch that clears it itself finds nothing left to clear.
+    """
+    module = torch.nn.modules.module
+    handle = module.register_module_forward_hook(hook, with_kwargs=True, always_call=True)
+
+    def remove() -> None:
+        handle.remove()
+        module._global_forward_hooks_with_kwargs.pop(handle.id, None)
+
+    return remove
+
+
 class Recorder:
     """Records compiled graphs and eager forward shapes in this process (see the module docstring)."""
 
@@ -145,7 +163,7 @@ class Recorder:
         hooks = torch.nn.modules.module
         self._undo = [
             hooks.register_module_forward_pre_hook(self._enter).remove,
-            hooks.register_module_forward_hook(self._exit, with_kwargs=True, always_call=True).remove,
+            _register_exit_hook(self._exit),
             compile_backend.on_compile(self._compiled),
             graph_breaks.install(self._graph_break),
             hub_kernels.on_replace(self._kernel),
