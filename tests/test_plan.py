@@ -12,42 +12,19 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner, Result
-from helpers import REPO, run_python
+from helpers import run_python
+from plan_cli import SCHEMA, SMALL, llama_config, run_plan
 
-from neuroncompat.cli import main
-
-SCHEMA = json.loads((REPO / "docs" / "plan.schema.json").read_text())
 GIB = 1 << 30
-
-
-def _config(folder: Path, **shape: int) -> Path:
-    """A Llama config.json in ``folder`` (no weights: the plan needs none)."""
-    from transformers import LlamaConfig
-
-    LlamaConfig(**shape).save_pretrained(folder)
-    return folder
-
-
-def _plan(*args: str) -> Result:
-    return CliRunner().invoke(main, ["plan", *args], prog_name="neuroncompat")
 
 
 @pytest.fixture
 def small(tmp_path: Path) -> Path:
-    return _config(
-        tmp_path,
-        hidden_size=256,
-        intermediate_size=512,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=1000,
-    )
+    return llama_config(tmp_path, **SMALL)
 
 
 def test_a_training_plan_is_valid_json_with_every_category_and_exits_0_when_it_fits(small: Path) -> None:
-    result = _plan(str(small), "--batch-size", "2", "--seq-len", "128", "--format", "json")
+    result = run_plan(str(small), "--batch-size", "2", "--seq-len", "128", "--format", "json")
     assert result.exit_code == 0, result.output
     plan = json.loads(result.output)
     jsonschema.validate(plan, SCHEMA)
@@ -67,7 +44,7 @@ def test_a_training_plan_is_valid_json_with_every_category_and_exits_0_when_it_f
 
 def test_a_step_that_does_not_fit_exits_1_and_says_where_the_peak_falls(tmp_path: Path) -> None:
     """An 8B-wide model at 8 x 4096 tokens: the fp32 logits alone are 16 GiB, more than a trn1 core holds."""
-    model = _config(
+    model = llama_config(
         tmp_path,
         hidden_size=4096,
         intermediate_size=14336,
@@ -76,7 +53,7 @@ def test_a_step_that_does_not_fit_exits_1_and_says_where_the_peak_falls(tmp_path
         num_key_value_heads=8,
         vocab_size=128256,
     )
-    result = _plan(str(model), "--batch-size", "8", "--seq-len", "4096", "--instance", "trn1")
+    result = run_plan(str(model), "--batch-size", "8", "--seq-len", "4096", "--instance", "trn1")
     assert result.exit_code == 1, result.output
     assert "does NOT fit in 16.00 GiB (trn1: NeuronCore-v2)" in result.output
     assert "_log_softmax 32768x128256 float32 in forward" in result.output
@@ -84,7 +61,7 @@ def test_a_step_that_does_not_fit_exits_1_and_says_where_the_peak_falls(tmp_path
 
 def test_gradient_checkpointing_lowers_the_forward_peak_and_sgd_keeps_no_state(small: Path) -> None:
     def plan(*extra: str) -> dict:
-        result = _plan(str(small), "--batch-size", "2", "--seq-len", "128", "--format", "json", *extra)
+        result = run_plan(str(small), "--batch-size", "2", "--seq-len", "128", "--format", "json", *extra)
         assert result.exit_code == 0, result.output
         return json.loads(result.output)["per_core"]
 
@@ -96,7 +73,7 @@ def test_gradient_checkpointing_lowers_the_forward_peak_and_sgd_keeps_no_state(s
 
 def test_a_generation_plan_counts_the_static_cache(small: Path) -> None:
     """bf16, batch 2, 128 prompt + 32 new tokens: 4 layers x (K, V) x 2 KV heads x 160 positions x 64 dims."""
-    result = _plan(
+    result = run_plan(
         str(small), "--task", "generate", "--dtype", "bf16", "--batch-size", "2", "--seq-len", "128",
         "--max-new-tokens", "32", "--format", "json",
     )  # fmt: skip
@@ -110,7 +87,7 @@ def test_a_generation_plan_counts_the_static_cache(small: Path) -> None:
 
 def test_a_config_that_is_not_json_exits_2_naming_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text('{\n  "model_type": "llama",\n  oops\n}\n')
-    result = _plan(str(tmp_path))
+    result = run_plan(str(tmp_path))
     assert result.exit_code == 2
     assert f"neuroncompat plan: {tmp_path / 'config.json'}:3:3: not valid JSON" in result.output
 
@@ -131,7 +108,7 @@ def test_a_model_with_no_causal_lm_class_exits_2_naming_the_file(tmp_path: Path)
     from transformers import ViTConfig
 
     ViTConfig().save_pretrained(tmp_path)
-    result = _plan(str(tmp_path))
+    result = run_plan(str(tmp_path))
     assert result.exit_code == 2
     assert f"{tmp_path / 'config.json'}: model_type 'vit' has no causal-LM class" in result.output
 
@@ -155,11 +132,11 @@ def test_fsdp_and_tp_shard_rank_0s_states_over_a_fake_process_group(tmp_path: Pa
 
     from neuroncompat.plan.report import render_text
 
-    model = _config(tmp_path, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+    model = llama_config(tmp_path, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
                     num_key_value_heads=2, vocab_size=1000)  # fmt: skip
 
     def plan(*layout: str) -> dict:
-        result = _plan(str(model), "--batch-size", "2", "--seq-len", "64", "--format", "json", *layout)
+        result = run_plan(str(model), "--batch-size", "2", "--seq-len", "64", "--format", "json", *layout)
         assert result.exit_code == 0, result.output
         document = json.loads(result.output)
         jsonschema.validate(document, SCHEMA)
@@ -179,10 +156,10 @@ def test_fsdp_and_tp_shard_rank_0s_states_over_a_fake_process_group(tmp_path: Pa
 
 
 def test_a_layout_the_model_cannot_take_exits_2_with_the_reason(small: Path) -> None:
-    result = _plan(str(small), "--tp", "3")
+    result = run_plan(str(small), "--tp", "3")
     assert result.exit_code == 2
     assert "--tp 3: the config's num_attention_heads (4) is not a multiple of it" in result.output
-    result = _plan(str(small), "--task", "generate", "--fsdp", "2")
+    result = run_plan(str(small), "--task", "generate", "--fsdp", "2")
     assert result.exit_code == 2 and "a generation plan takes --tp only" in result.output
 
 
@@ -200,9 +177,9 @@ def test_the_layouts_are_every_tp_that_splits_whole_heads_by_core_count() -> Non
 def test_the_layout_table_stops_at_the_smallest_layout_that_fits_and_plans_it(tmp_path: Path) -> None:
     """Two 8B-wide layers in fp32 with AdamW: about 29 GiB on one core, so the smallest layout on a trn2 is two
     cores, FSDP before TP among equals; the table shows both columns and stops at two cores."""
-    model = _config(tmp_path, hidden_size=4096, intermediate_size=14336, num_hidden_layers=2, num_attention_heads=32,
+    model = llama_config(tmp_path, hidden_size=4096, intermediate_size=14336, num_hidden_layers=2, num_attention_heads=32,
                     num_key_value_heads=8, vocab_size=128256)  # fmt: skip
-    result = _plan(str(model), "--seq-len", "64", "--layouts", "--format", "json")
+    result = run_plan(str(model), "--seq-len", "64", "--layouts", "--format", "json")
     assert result.exit_code == 0, result.output
     plan = json.loads(result.output)
     jsonschema.validate(plan, SCHEMA)
@@ -215,14 +192,14 @@ def test_the_layout_table_stops_at_the_smallest_layout_that_fits_and_plans_it(tm
     from neuroncompat.plan.report import render_markdown
 
     assert "| 1 | 2 | 2 |" in render_markdown(plan), "the markdown lists each traced layout"
-    result = _plan(str(model), "--layouts", "--fsdp", "2")
+    result = run_plan(str(model), "--layouts", "--fsdp", "2")
     assert result.exit_code == 2 and "give it without --tp, --fsdp" in result.output
 
 
 def test_lora_trains_adapters_over_a_frozen_base_with_real_peft(small: Path) -> None:
     """The base weights are parameters with no gradient and no AdamW state: the optimizer's states are two moments
     of the adapters alone (rank 8 on q_proj and v_proj, peft's default for a Llama)."""
-    result = _plan(str(small), "--batch-size", "2", "--seq-len", "128", "--lora-r", "8", "--format", "json")
+    result = run_plan(str(small), "--batch-size", "2", "--seq-len", "128", "--lora-r", "8", "--format", "json")
     assert result.exit_code == 0, result.output
     plan = json.loads(result.output)
     jsonschema.validate(plan, SCHEMA)
@@ -237,7 +214,7 @@ def test_lora_trains_adapters_over_a_frozen_base_with_real_peft(small: Path) -> 
 
     markdown = render_markdown(plan)
     assert "train, LoRA r=8, fp32; batch 2 x 128 tokens" in markdown and "| at the peak | size |" in markdown
-    result = _plan(str(small), "--lora-r", "8", "--lora-target", "no_such_proj")
+    result = run_plan(str(small), "--lora-r", "8", "--lora-target", "no_such_proj")
     assert result.exit_code == 2 and "peft cannot add LoRA adapters" in result.output
-    result = _plan(str(small), "--lora-r", "8", "--fsdp", "2")
+    result = run_plan(str(small), "--lora-r", "8", "--fsdp", "2")
     assert result.exit_code == 2 and "LoRA is planned on one core in this version" in result.output

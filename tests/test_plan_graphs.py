@@ -10,13 +10,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner, Result
-from helpers import REPO
+from plan_cli import SCHEMA, llama_config, run_plan
 
-from neuroncompat.cli import main
 from neuroncompat.plan.settings import PlanSettings
 
-SCHEMA = json.loads((REPO / "docs" / "plan.schema.json").read_text())
 SHAPE = {
     "hidden_size": 64,
     "intermediate_size": 128,
@@ -27,34 +24,23 @@ SHAPE = {
 }
 
 
-def _plan(*args: str) -> Result:
-    return CliRunner().invoke(main, ["plan", *args], prog_name="neuroncompat")
-
-
-def _config(folder: Path) -> Path:
-    from transformers import LlamaConfig
-
-    LlamaConfig(**SHAPE).save_pretrained(folder)
-    return folder
-
-
 def test_graphs_of_a_parallel_layout_are_refused_by_name(tmp_path: Path) -> None:
     for option in (["--tp", "2"], ["--layouts"]):
-        refused = _plan(str(_config(tmp_path)), "--graphs", *option)
+        refused = run_plan(str(llama_config(tmp_path, **SHAPE)), "--graphs", *option)
         assert refused.exit_code == 2, refused.output
         assert "--graphs counts the graphs of a step on one core" in refused.output
 
 
 @pytest.mark.slow  # Dynamo's first compile in a process: several CPU-seconds
 def test_a_plain_training_step_compiles_to_one_graph_and_is_reported(tmp_path: Path) -> None:
-    result = _plan(str(_config(tmp_path)), "--seq-len", "32", "--graphs", "--format", "json")
+    result = run_plan(str(llama_config(tmp_path, **SHAPE)), "--seq-len", "32", "--graphs", "--format", "json")
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
     jsonschema.validate(plan, SCHEMA)
     (graph,) = plan["graphs"]["graphs"]
     assert plan["graphs"]["count"] == 1 and graph["ops"] > 0
     assert graph["code"].startswith("transformers/models/llama/modeling_llama.py:"), graph["code"]
-    without = json.loads(_plan(str(tmp_path), "--seq-len", "32", "--format", "json").stdout)
+    without = json.loads(run_plan(str(tmp_path), "--seq-len", "32", "--format", "json").stdout)
     assert without["per_core"] == plan["per_core"], "the memory figures are the eager step's, with or without"
     assert "graphs" not in without
 

@@ -12,34 +12,18 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 from helpers import REPO
+from plan_cli import SCHEMA, SMALL, llama_config, run_plan
 
-from neuroncompat.cli import main
 from neuroncompat.plan.report import render_text
 
-SCHEMA = json.loads((REPO / "docs" / "plan.schema.json").read_text())
 SCRIPTS = REPO / "tests" / "plan_scripts"
-
-
-def _plan(*args: str) -> Result:
-    return CliRunner().invoke(main, ["plan", *args], prog_name="neuroncompat")
 
 
 @pytest.fixture
 def small(tmp_path: Path) -> Path:
-    from transformers import LlamaConfig
-
-    folder = tmp_path / "model"
-    LlamaConfig(
-        hidden_size=256,
-        intermediate_size=512,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=1000,
-    ).save_pretrained(folder)
-    return folder
+    return llama_config(tmp_path / "model", **SMALL)
 
 
 def _json(result: Result) -> dict:
@@ -62,8 +46,10 @@ def _script(folder: Path, body: str) -> Path:
 @pytest.mark.slow  # the script's step and plan MODEL's, each traced
 def test_a_plain_loop_is_planned_as_plan_model_plans_the_same_step(small: Path) -> None:
     loop = ["python", str(SCRIPTS / "loop.py"), str(small), "2", "128", "--autocast"]
-    script = _json(_plan("--format", "json", "--", *loop))
-    model = _json(_plan(str(small), "--batch-size", "2", "--seq-len", "128", "--autocast", "bf16", "--format", "json"))
+    script = _json(run_plan("--format", "json", "--", *loop))
+    model = _json(
+        run_plan(str(small), "--batch-size", "2", "--seq-len", "128", "--autocast", "bf16", "--format", "json")
+    )
     assert script["settings"] == model["settings"], "the batch, dtype, autocast and optimizer the script used"
     assert script["parameter_count"] == model["parameter_count"]
     assert list(script["per_core"]["phase_peaks"]) == ["forward", "backward", "optimizer"]
@@ -81,8 +67,8 @@ def test_a_plain_loop_is_planned_as_plan_model_plans_the_same_step(small: Path) 
 @pytest.mark.slow  # Trainer and accelerate set-up, a few CPU-seconds
 def test_a_trainer_script_is_planned_as_plan_model_plans_the_same_step(small: Path, tmp_path: Path) -> None:
     argv = ["python", str(SCRIPTS / "trainer.py"), str(small), "2", "128", str(tmp_path / "out")]
-    script = _json(_plan("--format", "json", "--", *argv))
-    model = _json(_plan(str(small), "--batch-size", "2", "--seq-len", "128", "--format", "json"))
+    script = _json(run_plan("--format", "json", "--", *argv))
+    model = _json(run_plan(str(small), "--batch-size", "2", "--seq-len", "128", "--format", "json"))
     assert script["settings"] == model["settings"]
     labels = 2 * 128 * 8  # the collated labels are a tensor of their own; plan MODEL's are the input ids
     for phase in ("forward", "backward"):
@@ -103,7 +89,7 @@ def test_gradient_accumulation_traces_every_micro_batch_up_to_the_optimizer_step
         "model.to(torch.bfloat16)\nopt = torch.optim.SGD(model.parameters())\nfor micro in range(2):\n"
         "    ids = torch.randint(0, 1000, (2, 64))\n    model(input_ids=ids, labels=ids).loss.backward()\nopt.step()\n"
     )
-    plan = _json(_plan("--format", "json", "--", "python", str(_script(tmp_path, body)), str(small)))
+    plan = _json(run_plan("--format", "json", "--", "python", str(_script(tmp_path, body)), str(small)))
     peaks, parameters = plan["per_core"]["phase_peaks"], plan["parameter_count"] * 2
     assert plan["settings"]["optimizer"] == "sgd" and plan["settings"]["dtype"] == "bf16", "the script's .to(bf16)"
     assert plan["per_core"]["categories"]["parameters"] == parameters
@@ -118,9 +104,9 @@ def test_a_generate_script_is_planned_as_plan_model_plans_a_generation(small: Pa
         "out = model.generate(ids, max_new_tokens=8, do_sample=False, cache_implementation='static')\n"
         "print(out.tolist())\n"
     )
-    script = _json(_plan("--format", "json", "--", "python", str(_script(tmp_path, body)), str(small)))
+    script = _json(run_plan("--format", "json", "--", "python", str(_script(tmp_path, body)), str(small)))
     model = _json(
-        _plan(str(small), "--task", "generate", "--seq-len", "16", "--max-new-tokens", "8", "--format", "json")
+        run_plan(str(small), "--task", "generate", "--seq-len", "16", "--max-new-tokens", "8", "--format", "json")
     )
     assert script["settings"] == model["settings"]
     assert list(script["per_core"]["phase_peaks"]) == ["prefill", "decode"]
@@ -135,42 +121,42 @@ def test_a_generate_script_is_planned_as_plan_model_plans_a_generation(small: Pa
 
 
 def test_a_value_that_decides_the_scripts_control_flow_exits_2_naming_the_line(small: Path) -> None:
-    result = _plan("--", "python", str(SCRIPTS / "loop.py"), str(small), "2", "16", "--read-loss")
+    result = run_plan("--", "python", str(SCRIPTS / "loop.py"), str(small), "2", "16", "--read-loss")
     assert result.exit_code == 2, result.output
     assert "loop.py:25: reads a tensor's value" in result.output
 
 
 def test_reading_the_weights_exits_2_naming_the_line(small: Path, tmp_path: Path) -> None:
     script = _script(tmp_path, "print(model.lm_head.weight.abs().max().item())\n")
-    result = _plan("--", "python", str(script), str(small))
+    result = run_plan("--", "python", str(script), str(small))
     assert result.exit_code == 2, result.output
     assert "train.py:7: reads a value of the fake model's tensors" in result.output
 
 
 def test_an_error_the_script_raises_exits_2_naming_its_line(small: Path, tmp_path: Path) -> None:
     script = _script(tmp_path, "raise ConnectionError('cannot reach the hub to download the dataset')\n")
-    result = _plan("--", "python", str(script), str(small))
+    result = run_plan("--", "python", str(script), str(small))
     assert result.exit_code == 2, result.output
     assert "train.py:7: the script raised ConnectionError: cannot reach the hub" in result.output
 
 
 def test_a_script_that_ends_or_trains_another_model_exits_2(small: Path, tmp_path: Path) -> None:
-    ended = _plan("--", "python", str(_script(tmp_path, "model(torch.zeros(1, 4, dtype=torch.long))\n")), str(small))
+    ended = run_plan("--", "python", str(_script(tmp_path, "model(torch.zeros(1, 4, dtype=torch.long))\n")), str(small))
     assert ended.exit_code == 2 and "ended without a training step" in ended.output
     other = _script(
         tmp_path,
         "real = torch.nn.Linear(4, 4)\nopt = torch.optim.SGD(real.parameters())\n"
         "real(torch.ones(4)).sum().backward()\nopt.step()\n",
     )
-    result = _plan("--", "python", str(other), str(small))
+    result = run_plan("--", "python", str(other), str(small))
     assert result.exit_code == 2, result.output
     assert "train.py:9: backward() was called before any model built by from_pretrained" in result.output
 
 
 def test_a_command_the_plan_cannot_run_or_an_option_the_script_decides_exits_2(tmp_path: Path) -> None:
-    launcher = _plan("--", "torchrun", "--nproc-per-node", "2", "train.py")
+    launcher = run_plan("--", "torchrun", "--nproc-per-node", "2", "train.py")
     assert launcher.exit_code == 2 and "plan runs one Python process" in launcher.output
-    missing = _plan("--", "python", str(tmp_path / "absent.py"))
+    missing = run_plan("--", "python", str(tmp_path / "absent.py"))
     assert missing.exit_code == 2 and "absent.py: no such script" in missing.output
-    option = _plan("--seq-len", "512", "--", "python", str(SCRIPTS / "loop.py"))
+    option = run_plan("--seq-len", "512", "--", "python", str(SCRIPTS / "loop.py"))
     assert option.exit_code == 2 and "--seq-len: the script's own step decides it" in option.output

@@ -13,8 +13,9 @@ from neuroncompat.check import CheckInputError, config_file
 from neuroncompat.plan.settings import PlanInputError
 
 
-def load(model: str) -> tuple[Path, Any]:
-    """MODEL's ``config.json`` and the ``PretrainedConfig`` transformers reads from it."""
+def read(model: str) -> tuple[Path, Any]:
+    """MODEL's ``config.json`` and the ``PretrainedConfig`` transformers reads from it, whatever its model class
+    (a script's ``from_pretrained`` may load any; neuroncompat/plan/script_model.py)."""
     try:
         path = config_file(model)
     except CheckInputError as exc:
@@ -25,6 +26,12 @@ def load(model: str) -> tuple[Path, Any]:
         config = AutoConfig.from_pretrained(str(path))
     except (ValueError, KeyError, OSError, TypeError) as exc:  # an unknown model_type, a missing field
         raise PlanInputError(f"{path}: transformers cannot read this config: {exc}") from exc
+    return path, config
+
+
+def load(model: str) -> tuple[Path, Any]:
+    """MODEL's ``config.json`` and its config, for a model the plan builds as ``AutoModelForCausalLM``."""
+    path, config = read(model)
     from transformers import MODEL_FOR_CAUSAL_LM_MAPPING
 
     if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from neuroncompat.check import CheckInputError, config_file
+from neuroncompat.plan import config as model_config
 from neuroncompat.plan.settings import PlanInputError
 
 
@@ -76,7 +76,7 @@ def _apply_to_fakes(module: torch.nn.Module, fn: Callable[[torch.Tensor], torch.
 @contextlib.contextmanager
 def fake_models(mode: FakeTensorMode) -> Iterator[Built]:
     """While entered, the script's transformers models are built from their configs in ``mode`` (above)."""
-    from transformers import AutoConfig, PretrainedConfig, PreTrainedModel
+    from transformers import PretrainedConfig, PreTrainedModel
 
     built = Built()
     from_pretrained = PreTrainedModel.__dict__["from_pretrained"]
@@ -91,11 +91,11 @@ def fake_models(mode: FakeTensorMode) -> Iterator[Built]:
 
     def config_only(cls: Any, name: Any, *model_args: Any, config: Any = None, **kwargs: Any) -> Any:
         try:
-            path = config_file(str(name))
-        except CheckInputError as exc:
+            path, read = model_config.read(str(name))
+        except PlanInputError as exc:
             raise PlanInputError(f"from_pretrained({str(name)!r}): {exc}") from exc
         if not isinstance(config, PretrainedConfig):
-            config = AutoConfig.from_pretrained(str(path.parent))
+            config = read
         options = {"dtype": _dtype(kwargs.get("dtype", kwargs.get("torch_dtype")), config)}
         if kwargs.get("attn_implementation") is not None:
             options["attn_implementation"] = kwargs["attn_implementation"]
