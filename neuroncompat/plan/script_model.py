@@ -110,12 +110,12 @@ def fake_models(mode: FakeTensorMode) -> Iterator[Built]:
             return _apply_to_fakes(self, fn)
         return apply(self, fn, recurse)
 
-    PreTrainedModel.from_pretrained = classmethod(config_only)  # type: ignore[assignment, method-assign]
-    PreTrainedModel._from_config = classmethod(fake_from_config)  # type: ignore[assignment, method-assign]
+    PreTrainedModel.from_pretrained = classmethod(config_only)
+    PreTrainedModel._from_config = classmethod(fake_from_config)
     torch.nn.Module._apply = converted  # type: ignore[method-assign]
     try:
         yield built
     finally:
-        PreTrainedModel.from_pretrained = from_pretrained  # type: ignore[method-assign]
-        PreTrainedModel._from_config = from_config  # type: ignore[method-assign]
+        PreTrainedModel.from_pretrained = from_pretrained
+        PreTrainedModel._from_config = from_config
         torch.nn.Module._apply = apply  # type: ignore[method-assign]

@@ -211,12 +211,12 @@ class StepWatch:
         handle = register_optimizer_step_pre_hook(guard)
         torch.nn.Module.__call__ = called  # type: ignore[method-assign]
         torch.autograd.backward = backward_called
-        GenerationMixin.generate = generate_called  # type: ignore[method-assign, assignment]
+        GenerationMixin.generate = generate_called
         try:
             yield self
         finally:
             torch.nn.Module.__call__ = call  # type: ignore[method-assign]
             torch.autograd.backward = backward
-            GenerationMixin.generate = generate  # type: ignore[method-assign]
+            GenerationMixin.generate = generate
             handle.remove()
             self._modes.close()
