@@ -158,17 +158,14 @@ def test_gemma3_sliding_and_full_attention_layers_pass():
     assert recompile["cause"].startswith("transformers' sliding-window static cache keeps its length as a Python int")
 
 
-@pytest.mark.slow  # every stage; the tensor-parallel one is skipped
-def test_mamba_passes_on_the_reference_scan(tmp_path):
-    code, output = _check(
-        _save(tmp_path, transformers.MambaConfig(architectures=["MambaForCausalLM"])), "json", "--tensor-parallel"
-    )
-    assert code == 0, output
-    _validate(json.loads(output))
-    stages = _stages(output)
+@pytest.mark.slow  # reads the CI subset's check (tests/ci_subset.py)
+@pytest.mark.xdist_group("ci_subset")
+def test_mamba_passes_on_the_reference_scan():
+    document = ci_subset.report("mamba")  # MambaConfig's defaults, architectures=["MambaForCausalLM"]
+    assert document["exit_code"] == 0, document
+    _validate(document)
+    stages = {stage["stage"]: stage for stage in document["stages"]}
     assert stages["train-compiled"]["status"] == "pass"
-    assert stages["tensor-parallel"]["status"] == "skipped"  # Mamba has no tensor-parallel plan: nothing to split
-    assert stages["tensor-parallel"]["detail"] == "no tensor-parallel plan in the config (base_model_tp_plan)"
 
 
 @pytest.mark.slow  # reads the CI subset's check (tests/ci_subset.py)
@@ -259,13 +256,16 @@ def test_the_json_report_of_failing_stages_validates_against_its_schema(tmp_path
         # transformers' own default: no decoder flag, so the causal-LM class refuses it at any size
         _save(tmp_path / "reformer", transformers.ReformerConfig(architectures=["ReformerModelWithLMHead"])),
     ]
-    documents = [json.loads(render_json(result)) for result in check_many([str(m) for m in models])]
+    # --tensor-parallel: neither config has a plan to split, so the stage is skipped and says why
+    documents = [json.loads(render_json(r)) for r in check_many([str(m) for m in models], tensor_parallel=True)]
     for document in documents:
         _validate(document)
     bamba = {stage["stage"]: stage for stage in documents[0]["stages"]}
     assert documents[0]["schema"] == "neuroncompat.check/1" and documents[0]["exit_code"] == 1
     assert bamba["generate"]["status"] == "cpu-fails"
     assert bamba["generate"]["error"].startswith("the CPU fails too: ValueError: `get_seq_length`")
+    assert bamba["tensor-parallel"]["status"] == "skipped"
+    assert bamba["tensor-parallel"]["detail"] == "no tensor-parallel plan in the config (base_model_tp_plan)"
     reformer = {stage["stage"]: stage for stage in documents[1]["stages"]}  # not the tool's failure, not Neuron's
     assert reformer["load"]["status"] == "cpu-fails" and reformer["generate"]["status"] == "skipped"
     assert reformer["load"]["error"].startswith(
