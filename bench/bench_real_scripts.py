@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -109,6 +110,14 @@ def build_inputs(root: Path) -> dict[str, str]:
     (data / "qlora").mkdir()
     for name in ("train_dataset.json", "test_dataset.json"):
         (data / "qlora" / name).write_text((data / "messages" / "train.jsonl").read_text())
+    # nanoGPT's train.py reads `data/<dataset>/{train,val}.bin` (uint16 token ids, np.memmap) and its vocabulary size
+    # from meta.pkl, as its data/shakespeare_char/prepare.py writes them; `--dataset=<absolute path>` points it here.
+    (data / "nanogpt").mkdir()
+    for name, count in (("train", 4096), ("val", 1024)):
+        (data / "nanogpt" / f"{name}.bin").write_bytes(
+            b"".join(((i * 7919) % 65).to_bytes(2, "little") for i in range(count))
+        )
+    (data / "nanogpt" / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": 65}))
     hf_home = build_glue_mrpc_cache(root / "hf_home")
     return {"model": str(model), "data": str(data), "hf_home": str(hf_home)}
 
