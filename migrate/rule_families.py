@@ -27,9 +27,9 @@ rule's example with the families gated and with all of them on and requires the 
 `tests/migrate/test_rule_families.py` checks the tokens against the tables the families act on.
 
 To add a rule: append a `Rule(...)` (with its fix `safety`, and `safety_reason` when unsafe) to
-its family module's `RULES` and check `ctx.enabled(<id>)` in the hook that applies it; a TODO rule
-is a `Todo(...)` entry of `migrate.rules.todo_catalogue` instead, left by its family's hook with `todo`; to add a
-family: write the module (`RULES` plus `@on` hooks), list it here with its tokens, and extend the tokens of
+its family module's `RULES` and check `ctx.enabled(<id>)` in the hook that applies it; a TODO rule left by
+several families is a `Rule(..., todo=True, message=...)` of `migrate.rules.todo_catalogue`, left by their hooks
+with `todo`; to add a family: write the module (`RULES` plus `@on` hooks), list it here with its tokens, and extend the tokens of
 a family whose hooks start acting on new names. `tests/migrate/test_registry.py` pins the rule ids, the
 unsafe ones and the hook order.
 """

@@ -26,98 +26,87 @@ from migrate.rules.base import callee_name, family_state, kwarg, on, remove_arg,
 from migrate.rules.retired import withdraw
 from migrate.rules.todo_catalogue import REMOVED_TRL_API, todo
 
-_RENAMES = [
-    (
-        "NM701",
-        "eval-strategy",
-        "`evaluation_strategy=` -> `eval_strategy=`.",
-        "Renamed in transformers 4.46 and removed in 5.",
-        'args = TrainingArguments(output_dir="out", evaluation_strategy="steps")\n',
-        'args = TrainingArguments(output_dir="out", eval_strategy="steps")\n',
+RULES: tuple[Rule, ...] = (
+    Rule(
+        id="NM701",
+        name="eval-strategy",
+        summary="`evaluation_strategy=` -> `eval_strategy=`.",
+        rationale="Renamed in transformers 4.46 and removed in 5.",
+        before='args = TrainingArguments(output_dir="out", evaluation_strategy="steps")\n',
+        after='args = TrainingArguments(output_dir="out", eval_strategy="steps")\n',
+        safety="safe",
     ),
-    (
-        "NM702",
-        "overwrite-output-dir",
-        "Drop `overwrite_output_dir=`.",
-        "Removed in transformers 5; the Trainer no longer refuses a non-empty output_dir.",
-        'args = TrainingArguments(output_dir="out", overwrite_output_dir=True)\n',
-        'args = TrainingArguments(output_dir="out")\n',
+    Rule(
+        id="NM702",
+        name="overwrite-output-dir",
+        summary="Drop `overwrite_output_dir=`.",
+        rationale="Removed in transformers 5; the Trainer no longer refuses a non-empty output_dir.",
+        before='args = TrainingArguments(output_dir="out", overwrite_output_dir=True)\n',
+        after='args = TrainingArguments(output_dir="out")\n',
+        safety="safe",
     ),
-    (
-        "NM703",
-        "logging-dir",
-        "Drop `logging_dir=` from TrainingArguments/TRL configs.",
-        "Removed in transformers 5 (reporting integrations pick their own directory). Only inside "
+    Rule(
+        id="NM703",
+        name="logging-dir",
+        summary="Drop `logging_dir=` from TrainingArguments/TRL configs.",
+        rationale="Removed in transformers 5 (reporting integrations pick their own directory). Only inside "
         "TrainingArguments and `*Config` calls; `ProjectConfiguration(logging_dir=...)` and "
         "argparse `--logging_dir` are valid and stay.",
-        'args = TrainingArguments(output_dir="out", logging_dir="logs")\n',
-        'args = TrainingArguments(output_dir="out")\n',
+        before='args = TrainingArguments(output_dir="out", logging_dir="logs")\n',
+        after='args = TrainingArguments(output_dir="out")\n',
+        safety="unsafe",
+        safety_reason="logs go to the integrations' default directory instead of `logging_dir`",
     ),
-    (
-        "NM704",
-        "warmup-ratio",
-        "`warmup_ratio=r` -> `warmup_steps=r`.",
-        "transformers 5 removed `warmup_ratio`; `warmup_steps` accepts a float in [0, 1) as a "
+    Rule(
+        id="NM704",
+        name="warmup-ratio",
+        summary="`warmup_ratio=r` -> `warmup_steps=r`.",
+        rationale="transformers 5 removed `warmup_ratio`; `warmup_steps` accepts a float in [0, 1) as a "
         "ratio of the total steps (`TrainingArguments.get_warmup_steps`).",
-        'args = TrainingArguments(output_dir="out", warmup_ratio=0.03)\n',
-        'args = TrainingArguments(output_dir="out", warmup_steps=0.03)\n',
+        before='args = TrainingArguments(output_dir="out", warmup_ratio=0.03)\n',
+        after='args = TrainingArguments(output_dir="out", warmup_steps=0.03)\n',
+        safety="safe",
     ),
-    (
-        "NM705",
-        "max-seq-length",
-        "`SFTConfig(max_seq_length=n)` -> `max_length=n`.",
-        "Renamed in TRL 0.20 and removed in 1.x.",
-        'args = SFTConfig(output_dir="out", max_seq_length=1024)\n',
-        'args = SFTConfig(output_dir="out", max_length=1024)\n',
+    Rule(
+        id="NM705",
+        name="max-seq-length",
+        summary="`SFTConfig(max_seq_length=n)` -> `max_length=n`.",
+        rationale="Renamed in TRL 0.20 and removed in 1.x.",
+        before='args = SFTConfig(output_dir="out", max_seq_length=1024)\n',
+        after='args = SFTConfig(output_dir="out", max_length=1024)\n',
+        safety="safe",
     ),
-    (
-        "NM706",
-        "processing-class",
-        "`Trainer(tokenizer=tok)` -> `Trainer(processing_class=tok)`.",
-        "Trainer, SFTTrainer, DPOTrainer, GRPOTrainer and friends take `processing_class` in "
+    Rule(
+        id="NM706",
+        name="processing-class",
+        summary="`Trainer(tokenizer=tok)` -> `Trainer(processing_class=tok)`.",
+        rationale="Trainer, SFTTrainer, DPOTrainer, GRPOTrainer and friends take `processing_class` in "
         "transformers 5 / TRL 1.x; `tokenizer=` is a TypeError.",
-        "trainer = SFTTrainer(model=model, args=args, tokenizer=tokenizer)\n",
-        "trainer = SFTTrainer(model=model, args=args, processing_class=tokenizer)\n",
+        before="trainer = SFTTrainer(model=model, args=args, tokenizer=tokenizer)\n",
+        after="trainer = SFTTrainer(model=model, args=args, processing_class=tokenizer)\n",
+        safety="safe",
     ),
-    (
-        "NM707",
-        "group-by-length",
-        '`group_by_length=True` -> `train_sampling_strategy="group_by_length"`; `no_cuda` -> `use_cpu`.',
-        "Both replaced in transformers 5; `use_mps_device` is removed (MPS is picked automatically). "
+    Rule(
+        id="NM707",
+        name="group-by-length",
+        summary='`group_by_length=True` -> `train_sampling_strategy="group_by_length"`; `no_cuda` -> `use_cpu`.',
+        rationale="Both replaced in transformers 5; `use_mps_device` is removed (MPS is picked automatically). "
         'A `group_by_length` expression keeps its value: `"group_by_length" if flag else "random"` '
         "(`random`, the default, is what `False` meant); `False` is dropped.",
-        'args = TrainingArguments(output_dir="out", group_by_length=True)\n',
-        'args = TrainingArguments(output_dir="out", train_sampling_strategy="group_by_length")\n',
+        before='args = TrainingArguments(output_dir="out", group_by_length=True)\n',
+        after='args = TrainingArguments(output_dir="out", train_sampling_strategy="group_by_length")\n',
+        safety="safe",
     ),
-    (
-        "NM708",
-        "max-prompt-length",
-        "Drop `max_prompt_length=` from DPO/GRPO/... configs.",
-        "Removed from TRL 1.16 configs (prompts are no longer truncated separately); set "
+    Rule(
+        id="NM708",
+        name="max-prompt-length",
+        summary="Drop `max_prompt_length=` from DPO/GRPO/... configs.",
+        rationale="Removed from TRL 1.16 configs (prompts are no longer truncated separately); set "
         "`max_length` to bound the full sequence.",
-        'args = GRPOConfig(output_dir="out", max_prompt_length=256)\n',
-        'args = GRPOConfig(output_dir="out")\n',
-    ),
-]
-# The renames above that change what a run does, and how (the others keep behaviour: fix safety "safe").
-_CHANGES_BEHAVIOUR = {
-    "NM703": "logs go to the integrations' default directory instead of `logging_dir`",
-    "NM708": "prompts are no longer truncated separately from the full sequence",
-}
-
-RULES: tuple[Rule, ...] = (
-    *(
-        Rule(
-            id=rule_id,
-            name=name,
-            summary=summary,
-            rationale=rationale,
-            before=before,
-            after=after,
-            safety="unsafe" if rule_id in _CHANGES_BEHAVIOUR else "safe",
-            safety_reason=_CHANGES_BEHAVIOUR.get(rule_id, ""),
-        )
-        for rule_id, name, summary, rationale, before, after in _RENAMES
+        before='args = GRPOConfig(output_dir="out", max_prompt_length=256)\n',
+        after='args = GRPOConfig(output_dir="out")\n',
+        safety="unsafe",
+        safety_reason="prompts are no longer truncated separately from the full sequence",
     ),
     Rule(
         id="NM709",

@@ -1,4 +1,4 @@
-"""The TODO catalogue: every fixed-text TODO's id, text, examples and fix safety, in one table.
+"""The TODO catalogue: the TODO rules several families leave, each a `Rule` with its fixed `message`.
 
 A TODO rule annotates instead of rewriting: `# TODO(neuron-migrate NM9xx): message` goes above
 the statement, the code stays as it is (still valid Python), and the report lists each TODO with
@@ -16,7 +16,6 @@ CUDA (NM904): the replacement value decides which branch the script takes.
 from __future__ import annotations
 
 from collections.abc import Sequence, Set
-from dataclasses import dataclass
 from typing import TypeVar
 
 import libcst as cst
@@ -61,505 +60,463 @@ SHAPE_LOOP = (
 )
 
 
-@dataclass(frozen=True)
-class Todo:
-    """One catalogued TODO: its rule record's fields and the comment's message.
-
-    `after` is the `before` example with `{t}` where the TODO comment line goes; `safety_reason`
-    is set exactly for a TODO whose fix also changes behaviour (the rule is then unsafe).
-    """
-
-    id: str
-    name: str
-    title: str
-    why: str
-    message: str
-    before: str
-    after: str
-    safety_reason: str = ""
-
-    def rule(self) -> Rule:
-        return Rule(
-            id=self.id,
-            name=self.name,
-            summary=f"TODO: {self.title}.",
-            rationale=self.why,
-            before=self.before,
-            after=self.after.replace("{t}", f"{TODO_PREFIX}{self.id}): {self.message}\n"),
-            safety="unsafe" if self.safety_reason else "safe",
-            safety_reason=self.safety_reason,
-            todo=True,
-        )
-
-
-CATALOGUE: tuple[Todo, ...] = (
-    Todo(
+# Every catalogued TODO rule: its `message` is the comment its hooks leave unless they word one for the case.
+RULES: tuple[Rule, ...] = (
+    Rule(
         id="NM901",
         name="vllm",
-        title="vLLM inference engine",
-        why=(
-            "vLLM's CUDA engine does not run on TorchNeuron and its API (batched prompts, SamplingParams, "
-            "RequestOutput) differs from transformers."
-        ),
+        summary="TODO: vLLM inference engine.",
+        rationale="vLLM's CUDA engine does not run on TorchNeuron and its API (batched prompts, SamplingParams, "
+        "RequestOutput) differs from transformers.",
         message='vLLM does not run on Neuron; use model.generate(..., cache_implementation="static") on device_map="neuron"',
         before="from vllm import LLM, SamplingParams\n",
         after="{t}from vllm import LLM, SamplingParams\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM902",
         name="deepspeed",
-        title="DeepSpeed",
-        why="DeepSpeed has no Neuron accelerator and the accelerate wizard rejects it on Neuron.",
+        summary="TODO: DeepSpeed.",
+        rationale="DeepSpeed has no Neuron accelerator and the accelerate wizard rejects it on Neuron.",
         message='DeepSpeed does not run on Neuron; ZeRO-3 -> fsdp="full_shard auto_wrap" with fsdp_config={"fsdp_version": 2}, ZeRO-1/2 -> DDP or shard_grad_op',
         before="import deepspeed\n",
         after="{t}import deepspeed\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM903",
         name="cuda-runtime",
-        title="CUDA streams, events, graphs, nvtx, IPC",
-        why=(
-            "No Neuron equivalent exists for CUDA streams, events, CUDA graphs, nvtx ranges, CUDA IPC or NCCL. "
-            "Events get a text about timing, NCCL checks one about collectives; the rest this entry's."
-        ),
+        summary="TODO: CUDA streams, events, graphs, nvtx, IPC.",
+        rationale="No Neuron equivalent exists for CUDA streams, events, CUDA graphs, nvtx ranges, CUDA IPC or NCCL. "
+        "Events get a text about timing, NCCL checks one about collectives; the rest this entry's.",
         message="no Neuron equivalent for this CUDA runtime API (streams, graphs, nvtx, IPC); remove it or keep it behind a CUDA check",
         before="import torch\nstream = torch.cuda.Stream()\n",
         after="import torch\n{t}stream = torch.cuda.Stream()\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM904",
         name="cuda-capability",
-        title="CUDA compute-capability checks",
-        why=(
-            "`get_device_capability()` has no Neuron meaning and raises without CUDA; bf16 is supported on every "
-            "Trainium generation. The call becomes `(8, 0)` (an Ampere-class answer), so checks such as `major >= "
-            "8` choose bf16; the TODO asks to remove the check."
-        ),
+        summary="TODO: CUDA compute-capability checks.",
+        rationale="`get_device_capability()` has no Neuron meaning and raises without CUDA; bf16 is supported on every "
+        "Trainium generation. The call becomes `(8, 0)` (an Ampere-class answer), so checks such as `major >= "
+        "8` choose bf16; the TODO asks to remove the check.",
         message="no compute capability on Neuron: get_device_capability() is now (8, 0), so capability checks take their bf16 path; bf16 is always supported, flash-attention never is",
         before="import torch\nmajor, _ = torch.cuda.get_device_capability()\n",
         after="import torch\n{t}major, _ = (8, 0)\n",
+        safety="unsafe",
         safety_reason="capability checks now see (8, 0): code gated on major >= 8 takes its Ampere path (bf16)",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM905",
         name="custom-kernels",
-        title="Triton, apex and custom CUDA extensions",
-        why="Triton kernels, apex fused optimizers/amp and `torch.utils.cpp_extension` CUDA builds are CUDA-only.",
+        summary="TODO: Triton, apex and custom CUDA extensions.",
+        rationale="Triton kernels, apex fused optimizers/amp and `torch.utils.cpp_extension` CUDA builds are CUDA-only.",
         message="CUDA-only kernels; use torch.optim.AdamW / plain PyTorch ops (NKI for custom kernels)",
         before="import triton\n",
         after="{t}import triton\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM906",
         name="unsloth",
-        title="Unsloth",
-        why="Unsloth patches transformers/TRL with Triton kernels at import time and needs CUDA.",
+        summary="TODO: Unsloth.",
+        rationale="Unsloth patches transformers/TRL with Triton kernels at import time and needs CUDA.",
         message="Unsloth needs CUDA; load with AutoModelForCausalLM.from_pretrained(dtype=torch.bfloat16) and peft.get_peft_model",
         before="from unsloth import FastLanguageModel\n",
         after="{t}from unsloth import FastLanguageModel\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM907",
         name="flash-attn-liger",
-        title="flash-attn and Liger kernels used directly",
-        why=(
-            "The flash-attn package and Liger's Triton kernels are CUDA-only; monkeypatches such as "
-            "`replace_llama_attn_with_flash_attn()` must go."
-        ),
+        summary="TODO: flash-attn and Liger kernels used directly.",
+        rationale="The flash-attn package and Liger's Triton kernels are CUDA-only; monkeypatches such as "
+        "`replace_llama_attn_with_flash_attn()` must go.",
         message='CUDA-only attention/loss kernels; use attn_implementation="sdpa" and torch.nn.functional.cross_entropy',
         before="from flash_attn import flash_attn_func\n",
         after="{t}from flash_attn import flash_attn_func\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM908",
         name="quantized-weights",
-        title="bitsandbytes / GPTQ / AWQ quantization",
-        why=(
-            "Quantized kernels are CUDA-only. NM209 loads the model in bf16 instead: weights take about 4x "
-            "(4-bit) or 2x (8-bit) more memory."
-        ),
+        summary="TODO: bitsandbytes / GPTQ / AWQ quantization.",
+        rationale="Quantized kernels are CUDA-only. NM209 loads the model in bf16 instead: weights take about 4x "
+        "(4-bit) or 2x (8-bit) more memory.",
         message="bitsandbytes quantization is CUDA-only; the model now loads in bf16 (~4x the 4-bit memory), consider FSDP or more NeuronCores",
         before="from transformers import BitsAndBytesConfig\nbnb_config = BitsAndBytesConfig(load_in_4bit=True)\n",
         after="from transformers import BitsAndBytesConfig\n{t}bnb_config = BitsAndBytesConfig(load_in_4bit=True)\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM909",
         name="gpu-memory-budget",
-        title="`max_memory={gpu: ...}` budgets",
-        why=(
-            "GPU-indexed memory budgets do not apply to NeuronCores and big-model sharding via device_map does "
-            "not exist on Neuron."
-        ),
+        summary="TODO: `max_memory={gpu: ...}` budgets.",
+        rationale="GPU-indexed memory budgets do not apply to NeuronCores and big-model sharding via device_map does "
+        "not exist on Neuron.",
         message="GPU memory budgets do not apply on Neuron; shard with FSDP2 or tensor parallelism instead",
         before='model = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n',
         after='{t}model = AutoModelForCausalLM.from_pretrained(name, max_memory={0: "40GiB"})\n',
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM910",
         name="pipeline-parallel",
-        title="pipeline parallelism",
-        why=(
-            "Optimum's `pipeline_parallel_size` split the layers over NeuronCores with NxD. transformers' "
-            "`DistributedConfig(pp_size=)` exists but the Trainer never uses it and FSDP with PP raises, so there "
-            "is no native training path."
-        ),
+        summary="TODO: pipeline parallelism.",
+        rationale="Optimum's `pipeline_parallel_size` split the layers over NeuronCores with NxD. transformers' "
+        "`DistributedConfig(pp_size=)` exists but the Trainer never uses it and FSDP with PP raises, so there "
+        "is no native training path.",
         message="pipeline parallelism has no native training path; shard the model with DistributedConfig(tp_size=..., fsdp_size=...) instead",
         before='from optimum.neuron import NeuronTrainingArguments\nargs = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)\n',
         after='from optimum.neuron import NeuronTrainingArguments\n{t}args = NeuronTrainingArguments(output_dir="out", pipeline_parallel_size=4)\n',
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM911",
         name="sequence-parallel",
-        title="sequence-parallel flags",
-        why=(
-            "Optimum enabled sequence parallelism with tensor parallelism by default "
-            "(`disable_sequence_parallel`, `sequence_parallel_enabled`). "
-            "`DistributedConfig.enable_sequence_parallel` is reserved and not wired up in transformers 5.23, so "
-            "activations are no longer sharded along the sequence."
-        ),
+        summary="TODO: sequence-parallel flags.",
+        rationale="Optimum enabled sequence parallelism with tensor parallelism by default "
+        "(`disable_sequence_parallel`, `sequence_parallel_enabled`). "
+        "`DistributedConfig.enable_sequence_parallel` is reserved and not wired up in transformers 5.23, so "
+        "activations are no longer sharded along the sequence.",
         message="sequence parallelism is not wired up natively (DistributedConfig.enable_sequence_parallel is reserved); activations now take more memory per core",
         before="from optimum.neuron.models.training import TrainingNeuronConfig\ntrn_config = TrainingNeuronConfig(tensor_parallel_size=8, sequence_parallel_enabled=True)\n",
         after="from optimum.neuron.models.training import TrainingNeuronConfig\n{t}trn_config = TrainingNeuronConfig(tensor_parallel_size=8, sequence_parallel_enabled=True)\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM912",
         name="zero1-master-weights",
-        title="ZeRO-1 with fp32 master weights",
-        why=(
-            "Optimum's ZeRO-1 optimizer (`zero_1`, on by default in 0.4.x) kept fp32 master weights and fp32 "
-            "gradient accumulation for bf16 models, with stochastic rounding. No native flag does this: fp32 "
-            "weights with `bf16=True` (autocast) is closest numerically, bf16 weights closest in memory; "
-            "`fsdp_size` shards optimizer state."
-        ),
+        summary="TODO: ZeRO-1 with fp32 master weights.",
+        rationale="Optimum's ZeRO-1 optimizer (`zero_1`, on by default in 0.4.x) kept fp32 master weights and fp32 "
+        "gradient accumulation for bf16 models, with stochastic rounding. No native flag does this: fp32 "
+        "weights with `bf16=True` (autocast) is closest numerically, bf16 weights closest in memory; "
+        "`fsdp_size` shards optimizer state.",
         message="ZeRO-1 fp32 master weights have no native flag: keep fp32 weights with bf16=True (autocast), or accept pure-bf16 updates; fsdp_size shards the optimizer state",
         before="from optimum.neuron import NeuronAccelerator\naccelerator = NeuronAccelerator(zero_1=True)\n",
         after="from optimum.neuron import NeuronAccelerator\n{t}accelerator = NeuronAccelerator(zero_1=True)\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM913",
         name="inf2-trn1",
-        title="Inf2/Trn1-only scripts",
-        why=(
-            "TorchNeuron supports Trn2 and Trn3 only; AWS keeps PyTorch/XLA for Inf2/Trn1 inference. A script "
-            'compiled for `instance_type="inf2"` or `"trn1"` has no native target there.'
-        ),
+        summary="TODO: Inf2/Trn1-only scripts.",
+        rationale="TorchNeuron supports Trn2 and Trn3 only; AWS keeps PyTorch/XLA for Inf2/Trn1 inference. A script "
+        'compiled for `instance_type="inf2"` or `"trn1"` has no native target there.',
         message="TorchNeuron runs on Trn2/Trn3 only; this targets an Inf2/Trn1 instance: run it on trn2, or keep it on the XLA-based Neuron SDK",
         before='from optimum.neuron import NeuronModelForCausalLM\ncfg = NeuronModelForCausalLM.get_neuron_config("gpt2", instance_type="inf2")\n',
         after='from optimum.neuron import NeuronModelForCausalLM\n{t}cfg = NeuronModelForCausalLM.get_neuron_config("gpt2", instance_type="inf2")\n',
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM914",
         name="cli-tensor-parallel",
-        title="tensor parallelism chosen on the command line",
-        why=(
-            "`training_args.trn_config` and `training_args.tensor_parallel_size` came from "
-            "`--tensor_parallel_size`, which transformers' `TrainingArguments` rejects. The degree has to be "
-            "passed to `from_pretrained` as a `DistributedConfig`, and the Trainer then needs "
-            "`--save_only_model`."
-        ),
+        summary="TODO: tensor parallelism chosen on the command line.",
+        rationale="`training_args.trn_config` and `training_args.tensor_parallel_size` came from "
+        "`--tensor_parallel_size`, which transformers' `TrainingArguments` rejects. The degree has to be "
+        "passed to `from_pretrained` as a `DistributedConfig`, and the Trainer then needs "
+        "`--save_only_model`.",
         message="tensor parallelism came from --tensor_parallel_size, which TrainingArguments rejects: "
         + TP_ADVICE.format(n="N"),
         before="from optimum.neuron.models.training import NeuronModelForCausalLM\nmodel = NeuronModelForCausalLM.from_pretrained(model_id, training_args.trn_config)\n",
         after="from optimum.neuron.models.training import NeuronModelForCausalLM\n{t}model = NeuronModelForCausalLM.from_pretrained(model_id, training_args.trn_config)\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM915",
         name="neuron-compiled-model",
-        title="loading an Optimum-exported model",
-        why=(
-            "Without `export=True` (and always in 0.4.x `from_pretrained`) Optimum loads a compiled Neuron model "
-            "directory or Hub repo (NEFF files, NxD shards) that transformers cannot read. TorchNeuron compiles "
-            "at run time from the original checkpoint; the exported directory's `neuron_config.json` names it "
-            "(`checkpoint_id`)."
-        ),
+        summary="TODO: loading an Optimum-exported model.",
+        rationale="Without `export=True` (and always in 0.4.x `from_pretrained`) Optimum loads a compiled Neuron model "
+        "directory or Hub repo (NEFF files, NxD shards) that transformers cannot read. TorchNeuron compiles "
+        "at run time from the original checkpoint; the exported directory's `neuron_config.json` names it "
+        "(`checkpoint_id`).",
         message="this loads an Optimum-exported (compiled) Neuron model, which transformers cannot read: point it at the original checkpoint",
         before='from optimum.neuron import NeuronModelForCausalLM\nmodel = NeuronModelForCausalLM.from_pretrained("llama-neuron-exported")\n',
         after='from optimum.neuron import NeuronModelForCausalLM\n{t}model = NeuronModelForCausalLM.from_pretrained("llama-neuron-exported")\n',
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM916",
         name="xla-gradient-sync",
-        title="`xm.optimizer_step` without DDP/FSDP",
-        why=(
-            "`xm.optimizer_step` all-reduced the gradients across data-parallel replicas before stepping. "
-            "`optimizer.step()` does not: with no DistributedDataParallel or FSDP wrapper the replicas silently "
-            "train apart."
-        ),
+        summary="TODO: `xm.optimizer_step` without DDP/FSDP.",
+        rationale="`xm.optimizer_step` all-reduced the gradients across data-parallel replicas before stepping. "
+        "`optimizer.step()` does not: with no DistributedDataParallel or FSDP wrapper the replicas silently "
+        "train apart.",
         message="xm.optimizer_step all-reduced gradients across replicas and optimizer.step() does not: wrap the model in DistributedDataParallel (or fully_shard)",
         before="import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.xla_multiprocessing as xmp\nxm.optimizer_step(optimizer)\n",
         after="import torch_xla.core.xla_model as xm\nimport torch_xla.distributed.xla_multiprocessing as xmp\n{t}xm.optimizer_step(optimizer)\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM917",
         name="torchrun-launch",
-        title="one process per NeuronCore",
-        why=(
-            "`xmp.spawn` started one process per core and Optimum inference split a model over `num_cores` in one "
-            "process. Natively each NeuronCore is one process started by `torchrun`; the script cannot start them "
-            "itself."
-        ),
+        summary="TODO: one process per NeuronCore.",
+        rationale="`xmp.spawn` started one process per core and Optimum inference split a model over `num_cores` in one "
+        "process. Natively each NeuronCore is one process started by `torchrun`; the script cannot start them "
+        "itself.",
         message="one process per NeuronCore now: launch with torchrun --nproc_per_node <cores>",
         before="import torch_xla.distributed.xla_multiprocessing as xmp\nxmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n",
         after="import torch_xla.distributed.xla_multiprocessing as xmp\n{t}xmp.spawn(_mp_fn, args=(flags,), nprocs=8)\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM918",
         name="torch-xla-api",
-        title="torch_xla APIs with no native rewrite",
-        why=(
-            "SPMD sharding (`xs.mark_sharding`, `Mesh`), XLA FSDP, `mesh_reduce`, debug metrics and other XLA "
-            "internals have no one-to-one native call: DTensor, `torch.distributed.fsdp.fully_shard` and "
-            "`torch.distributed` collectives are the replacements. The torch_xla import stays while they are "
-            "used."
-        ),
+        summary="TODO: torch_xla APIs with no native rewrite.",
+        rationale="SPMD sharding (`xs.mark_sharding`, `Mesh`), XLA FSDP, `mesh_reduce`, debug metrics and other XLA "
+        "internals have no one-to-one native call: DTensor, `torch.distributed.fsdp.fully_shard` and "
+        "`torch.distributed` collectives are the replacements. The torch_xla import stays while they are "
+        "used.",
         message="torch_xla is not available with TorchNeuron: port this by hand (SPMD -> DTensor, XLA FSDP -> fully_shard, collectives -> torch.distributed)",
         before="import torch_xla.distributed.spmd as xs\nxs.mark_sharding(t, mesh, (0, 1))\n",
         after="{t}import torch_xla.distributed.spmd as xs\n{t}xs.mark_sharding(t, mesh, (0, 1))\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM919",
         name="optimum-api",
-        title="Optimum Neuron APIs with no native rewrite",
-        why=(
-            "Optimum Neuron cannot be installed next to transformers 5 and imports torch_xla, so a name that is "
-            "still used (sentence-transformers wrappers, traced models, checkpoint consolidation, NxD internals) "
-            "has to be ported by hand."
-        ),
+        summary="TODO: Optimum Neuron APIs with no native rewrite.",
+        rationale="Optimum Neuron cannot be installed next to transformers 5 and imports torch_xla, so a name that is "
+        "still used (sentence-transformers wrappers, traced models, checkpoint consolidation, NxD internals) "
+        "has to be ported by hand.",
         message="optimum-neuron cannot be installed with transformers 5: port this by hand",
         before='from optimum.neuron import NeuronTracedModel\nmodel = NeuronTracedModel.from_pretrained("encoder-neuron")\n',
         after='{t}from optimum.neuron import NeuronTracedModel\n{t}model = NeuronTracedModel.from_pretrained("encoder-neuron")\n',
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM920",
         name="xla-bf16-env",
-        title="`XLA_USE_BF16` / `XLA_DOWNCAST_BF16`",
-        why=(
-            "These made torch_xla store every float tensor in bf16 on the device. Natively nothing is cast "
-            "implicitly; the setting is removed and the precision must be chosen explicitly."
-        ),
+        summary="TODO: `XLA_USE_BF16` / `XLA_DOWNCAST_BF16`.",
+        rationale="These made torch_xla store every float tensor in bf16 on the device. Natively nothing is cast "
+        "implicitly; the setting is removed and the precision must be chosen explicitly.",
         message='XLA_USE_BF16 made every float tensor bf16 and is gone: load or cast the model with dtype=torch.bfloat16, or wrap the forward in torch.autocast("neuron", dtype=torch.bfloat16)',
         before='import os\nos.environ["XLA_USE_BF16"] = "1"\nmodel = build()\n',
         after='import os\n{t}os.environ["XLA_USE_BF16"] = "1"\nmodel = build()\n',
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM922",
         name="optimum-consolidation",
-        title="Optimum Neuron's checkpoint consolidation calls",
-        why=(
-            "`consolidate_model_parallel_checkpoints_to_unified_checkpoint` merged the per-rank shards "
-            "Optimum's tensor parallelism wrote. transformers' `save_pretrained` gathers DTensor shards into one "
-            "checkpoint itself, so new runs need no consolidation; old Optimum checkpoints need it once, in an "
-            "environment that still has optimum-neuron."
-        ),
-        message=(
-            "not needed natively: save_pretrained gathers the tensor-parallel shards of a model loaded "
-            "with DistributedConfig into one checkpoint; checkpoints written by Optimum Neuron must be "
-            "consolidated once with optimum-neuron in the old environment"
-        ),
+        summary="TODO: Optimum Neuron's checkpoint consolidation calls.",
+        rationale="`consolidate_model_parallel_checkpoints_to_unified_checkpoint` merged the per-rank shards "
+        "Optimum's tensor parallelism wrote. transformers' `save_pretrained` gathers DTensor shards into one "
+        "checkpoint itself, so new runs need no consolidation; old Optimum checkpoints need it once, in an "
+        "environment that still has optimum-neuron.",
+        message="not needed natively: save_pretrained gathers the tensor-parallel shards of a model loaded "
+        "with DistributedConfig into one checkpoint; checkpoints written by Optimum Neuron must be "
+        "consolidated once with optimum-neuron in the old environment",
         before="from optimum.neuron.models.training import "
         "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
         'consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
         after="from optimum.neuron.models.training import "
         "consolidate_model_parallel_checkpoints_to_unified_checkpoint\n"
         '{t}consolidate_model_parallel_checkpoints_to_unified_checkpoint("ckpt", "out")\n',
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM924",
         name="removed-trl-api",
-        title="TRL helpers removed in 1.x (`setup_chat_format`)",
-        why=(
-            "TRL 1.x removed `setup_chat_format` (it added ChatML tokens and resized the embeddings), "
-            "so the import fails before anything runs, whether or not the script reaches a call. The import "
-            "goes; each call keeps this TODO (it raises NameError if reached unchanged), so a script that calls "
-            "it only for a tokenizer without a chat template runs. Its replacement, `clone_chat_template`, "
-            "copies the template of another tokenizer, which is a choice of template a person has to make."
-        ),
-        message=(
-            "TRL 1.x removed setup_chat_format: use trl.clone_chat_template(model, tokenizer, "
-            '"<id of a tokenizer with the chat template you want>") or set tokenizer.chat_template and '
-            "model.resize_token_embeddings(len(tokenizer)) yourself"
-        ),
+        summary="TODO: TRL helpers removed in 1.x (`setup_chat_format`).",
+        rationale="TRL 1.x removed `setup_chat_format` (it added ChatML tokens and resized the embeddings), "
+        "so the import fails before anything runs, whether or not the script reaches a call. The import "
+        "goes; each call keeps this TODO (it raises NameError if reached unchanged), so a script that calls "
+        "it only for a tokenizer without a chat template runs. Its replacement, `clone_chat_template`, "
+        "copies the template of another tokenizer, which is a choice of template a person has to make.",
+        message="TRL 1.x removed setup_chat_format: use trl.clone_chat_template(model, tokenizer, "
+        '"<id of a tokenizer with the chat template you want>") or set tokenizer.chat_template and '
+        "model.resize_token_embeddings(len(tokenizer)) yourself",
         before="from trl import setup_chat_format\nmodel, tokenizer = setup_chat_format(model, tokenizer)\n",
         after="{t}model, tokenizer = setup_chat_format(model, tokenizer)\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM925",
         name="legacy-tensor-type",
-        title="legacy CUDA tensor types NM108 cannot rewrite",
-        why=(
-            "`torch.cuda.FloatTensor` and the other legacy CUDA types raise without CUDA. NM108 rewrites casts and "
-            "calls whose arguments are clearly sizes or data; a single argument that may be either, keywords, "
-            "`isinstance` checks or the type passed on are left with this TODO. Under `NEURONCOMPAT_CUDA=redirect` "
-            "the types build, cast and match tensors on the NeuronCore, so the script runs unchanged meanwhile."
-        ),
-        message=(
-            "legacy CUDA tensor type: use torch.empty(*size, dtype=..., device=...) for sizes, "
-            "torch.tensor(data, dtype=..., device=...) for data, .to(device, dtype) for casts, x.dtype/x.device "
-            "for checks; NEURONCOMPAT_CUDA=redirect runs it unchanged meanwhile"
-        ),
+        summary="TODO: legacy CUDA tensor types NM108 cannot rewrite.",
+        rationale="`torch.cuda.FloatTensor` and the other legacy CUDA types raise without CUDA. NM108 rewrites casts and "
+        "calls whose arguments are clearly sizes or data; a single argument that may be either, keywords, "
+        "`isinstance` checks or the type passed on are left with this TODO. Under `NEURONCOMPAT_CUDA=redirect` "
+        "the types build, cast and match tensors on the NeuronCore, so the script runs unchanged meanwhile.",
+        message="legacy CUDA tensor type: use torch.empty(*size, dtype=..., device=...) for sizes, "
+        "torch.tensor(data, dtype=..., device=...) for data, .to(device, dtype) for casts, x.dtype/x.device "
+        "for checks; NEURONCOMPAT_CUDA=redirect runs it unchanged meanwhile",
         before="import torch\nnoise = torch.cuda.FloatTensor(batch)\n",
         after="import torch\n{t}noise = torch.cuda.FloatTensor(batch)\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM926",
         name="data-parallel",
-        title="`torch.nn.DataParallel`",
-        why=(
-            "DataParallel runs one process over several devices and scatters each batch with CUDA's "
-            "communication kernels (`torch.nn.parallel.comm`), which do not exist for NeuronCores: with more than "
-            "one core it fails. On Neuron each process owns its cores: data parallelism is one process per core "
-            "(torchrun) with DistributedDataParallel. A DataParallel behind a CUDA check (`device.type == "
-            '"cuda"`, `torch.cuda.device_count() > 1`) keeps that check (NM104/NM103 leave it), so the block is '
-            "skipped on Neuron as on any machine without CUDA."
-        ),
-        message=(
-            "nn.DataParallel scatters batches with CUDA kernels and fails on NeuronCores; for data parallelism "
-            "launch one process per core with torchrun and wrap the model in DistributedDataParallel"
-        ),
+        summary="TODO: `torch.nn.DataParallel`.",
+        rationale="DataParallel runs one process over several devices and scatters each batch with CUDA's "
+        "communication kernels (`torch.nn.parallel.comm`), which do not exist for NeuronCores: with more than "
+        "one core it fails. On Neuron each process owns its cores: data parallelism is one process per core "
+        "(torchrun) with DistributedDataParallel. A DataParallel behind a CUDA check (`device.type == "
+        '"cuda"`, `torch.cuda.device_count() > 1`) keeps that check (NM104/NM103 leave it), so the block is '
+        "skipped on Neuron as on any machine without CUDA.",
+        message="nn.DataParallel scatters batches with CUDA kernels and fails on NeuronCores; for data parallelism "
+        "launch one process per core with torchrun and wrap the model in DistributedDataParallel",
         before="import torch\nmodel = torch.nn.DataParallel(model)\n",
         after="import torch\n{t}model = torch.nn.DataParallel(model)\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM927",
         name="own-dtype-field",
-        title="a script's own `torch_dtype` argument field",
-        why=(
-            "transformers 5 and TRL 1.x spell the loading dtype `dtype`, and neuron-migrate renames the recipe key "
-            "(NM818) and the reads of TRL's ModelConfig (NM709) to match. A script whose own dataclass has a "
-            "`torch_dtype` field and reads YAML recipes (`parse_yaml_file`, TrlParser's `--config`) gets the "
-            "renamed key too, which HfArgumentParser then rejects. Renaming the field would break the launch "
-            "lines that still pass `--torch_dtype`, so a person decides."
-        ),
-        message=(
-            "recipes migrated for transformers 5 / TRL 1.x set dtype, not torch_dtype (NM818): rename this field "
-            "to dtype with its readers and launch flags, or keep the recipes' key torch_dtype"
-        ),
+        summary="TODO: a script's own `torch_dtype` argument field.",
+        rationale="transformers 5 and TRL 1.x spell the loading dtype `dtype`, and neuron-migrate renames the recipe key "
+        "(NM818) and the reads of TRL's ModelConfig (NM709) to match. A script whose own dataclass has a "
+        "`torch_dtype` field and reads YAML recipes (`parse_yaml_file`, TrlParser's `--config`) gets the "
+        "renamed key too, which HfArgumentParser then rejects. Renaming the field would break the launch "
+        "lines that still pass `--torch_dtype`, so a person decides.",
+        message="recipes migrated for transformers 5 / TRL 1.x set dtype, not torch_dtype (NM818): rename this field "
+        "to dtype with its readers and launch flags, or keep the recipes' key torch_dtype",
         before='from dataclasses import dataclass\n\n\n@dataclass\nclass ModelArguments:\n    torch_dtype: str = "auto"\n\n\n'
         'args = parser.parse_yaml_file("recipe.yaml")\n',
         after='from dataclasses import dataclass\n\n\n@dataclass\nclass ModelArguments:\n    {t}    torch_dtype: str = "auto"\n\n\n'
         'args = parser.parse_yaml_file("recipe.yaml")\n',
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM928",
         name="hub-kernel-cuda-only",
-        title="`get_kernel(...)` of a Hub kernel repo with no Neuron build",
-        why=(
-            "Hub kernels load the build for the machine's backend; Neuron's is `build/torch-neuron/` (pure Python "
-            "and NKI), which `kernels-community` and the other repos in `migrate/kernel_repos.py` do not ship, so "
-            "on Neuron `get_kernel` raises (the shim's `kernels` patch says so at the call, naming the torch op). "
-            "The TODO names the op the kernel implements; a Neuron kernel repo, where one exists, is a choice "
-            "for a person."
-        ),
+        summary="TODO: `get_kernel(...)` of a Hub kernel repo with no Neuron build.",
+        rationale="Hub kernels load the build for the machine's backend; Neuron's is `build/torch-neuron/` (pure Python "
+        "and NKI), which `kernels-community` and the other repos in `migrate/kernel_repos.py` do not ship, so "
+        "on Neuron `get_kernel` raises (the shim's `kernels` patch says so at the call, naming the torch op). "
+        "The TODO names the op the kernel implements; a Neuron kernel repo, where one exists, is a choice "
+        "for a person.",
         message=todo_message("kernels-community/activation"),
         before='from kernels import get_kernel\nactivation = get_kernel("kernels-community/activation", version=1)\n',
         after='from kernels import get_kernel\n{t}activation = get_kernel("kernels-community/activation", version=1)\n',
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM929",
         name="trainer-kwargs-moved-to-config",
-        title="TRL trainer keywords that moved to the trainer's config (`SFTTrainer(packing=True)`)",
-        why=(
-            "TRL 0.x trainers took data and length settings as keywords (`SFTTrainer(dataset_text_field=..., "
-            "max_seq_length=..., packing=..., dataset_kwargs=...)`, `DPOTrainer(beta=..., max_length=...)`); TRL 1.x "
-            "reads them only from the config passed as `args` (`SFTConfig`, `DPOConfig`; checked against trl 1.16.0's "
-            "signatures), so the call is a TypeError. Moving them is a person's edit: `args` is often a "
-            "`TrainingArguments` from the script's parser (philschmid's `run_fsdp_qlora.py`), which has no such "
-            "fields, and dropping them would silently change packing and lengths."
-        ),
+        summary="TODO: TRL trainer keywords that moved to the trainer's config (`SFTTrainer(packing=True)`).",
+        rationale="TRL 0.x trainers took data and length settings as keywords (`SFTTrainer(dataset_text_field=..., "
+        "max_seq_length=..., packing=..., dataset_kwargs=...)`, `DPOTrainer(beta=..., max_length=...)`); TRL 1.x "
+        "reads them only from the config passed as `args` (`SFTConfig`, `DPOConfig`; checked against trl 1.16.0's "
+        "signatures), so the call is a TypeError. Moving them is a person's edit: `args` is often a "
+        "`TrainingArguments` from the script's parser (philschmid's `run_fsdp_qlora.py`), which has no such "
+        "fields, and dropping them would silently change packing and lengths.",
         message="TRL 1.x SFTTrainer no longer takes these keywords: set packing on the SFTConfig passed as args",
         before="from trl import SFTTrainer\ntrainer = SFTTrainer(model=model, args=args, packing=True)\n",
         after="from trl import SFTTrainer\n{t}trainer = SFTTrainer(model=model, args=args, packing=True)\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM931",
         name="sequential-cpu-offload",
-        title="diffusers' `enable_sequential_cpu_offload()`",
-        why=(
-            "Sequential offload puts an accelerate hook on every leaf module that moves its weights to the device "
-            "for each call and back: on Neuron that is a host-device copy per layer per step, the hooks break "
-            "compiled graphs, and on the simulated device the hooks fail outright. Whole-pipeline placement, "
-            "model offload or tensor parallelism fit Neuron."
-        ),
-        message=(
-            'sequential offload copies every layer to the NeuronCore per call and breaks compiled graphs: use pipe.to("neuron"), '
-            "enable_model_cpu_offload() if the pipeline does not fit, or TensorParallelConfig for the transformer"
-        ),
+        summary="TODO: diffusers' `enable_sequential_cpu_offload()`.",
+        rationale="Sequential offload puts an accelerate hook on every leaf module that moves its weights to the device "
+        "for each call and back: on Neuron that is a host-device copy per layer per step, the hooks break "
+        "compiled graphs, and on the simulated device the hooks fail outright. Whole-pipeline placement, "
+        "model offload or tensor parallelism fit Neuron.",
+        message='sequential offload copies every layer to the NeuronCore per call and breaks compiled graphs: use pipe.to("neuron"), '
+        "enable_model_cpu_offload() if the pipeline does not fit, or TensorParallelConfig for the transformer",
         before="from diffusers import FluxPipeline\npipe.enable_sequential_cpu_offload()\n",
         after="from diffusers import FluxPipeline\n{t}pipe.enable_sequential_cpu_offload()\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM932",
         name="pipeline-shape-loop",
-        title="pipeline calls whose shapes change in a loop",
-        why=(
-            "A diffusion pipeline compiles its denoiser and `vae.decode` for one latent shape: height/width, "
-            "batch x `num_images_per_prompt`, and CFG on or off (`guidance_scale <= 1` halves the denoiser batch) "
-            "each make new graphs, about a minute each on Neuron, while steps, timesteps and seeds do not "
-            "(measured on the simulated device). A loop that sweeps them compiles every iteration."
-        ),
+        summary="TODO: pipeline calls whose shapes change in a loop.",
+        rationale="A diffusion pipeline compiles its denoiser and `vae.decode` for one latent shape: height/width, "
+        "batch x `num_images_per_prompt`, and CFG on or off (`guidance_scale <= 1` halves the denoiser batch) "
+        "each make new graphs, about a minute each on Neuron, while steps, timesteps and seeds do not "
+        "(measured on the simulated device). A loop that sweeps them compiles every iteration.",
         message=SHAPE_LOOP.format(names="height/width"),
         before="from diffusers import DiffusionPipeline\nfor size in (512, 768):\n"
         "    image = pipe(prompt, height=size, width=size).images[0]\n",
         after="from diffusers import DiffusionPipeline\n{t}for size in (512, 768):\n"
         "    image = pipe(prompt, height=size, width=size).images[0]\n",
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM933",
         name="diffusers-quantization",
-        title="diffusers quantization backends",
-        why=(
-            "diffusers' quantizers (bitsandbytes, torchao, quanto, GGUF, nunchaku) run CUDA kernels, and diffusers' "
-            "tensor parallelism refuses quantized models. NM209 drops `quantization_config=` from `from_pretrained` "
-            "loads, which then load unquantized in bf16 (2-4x the weight memory); a GGUF `from_single_file` "
-            "checkpoint has no unquantized form and needs the original weights."
-        ),
-        message=(
-            "diffusers quantization runs CUDA kernels and TensorParallelConfig refuses quantized models: load the "
-            "unquantized weights in bf16 (2-4x the memory) and shard the transformer with TensorParallelConfig if "
-            "it does not fit one NeuronCore"
-        ),
+        summary="TODO: diffusers quantization backends.",
+        rationale="diffusers' quantizers (bitsandbytes, torchao, quanto, GGUF, nunchaku) run CUDA kernels, and diffusers' "
+        "tensor parallelism refuses quantized models. NM209 drops `quantization_config=` from `from_pretrained` "
+        "loads, which then load unquantized in bf16 (2-4x the weight memory); a GGUF `from_single_file` "
+        "checkpoint has no unquantized form and needs the original weights.",
+        message="diffusers quantization runs CUDA kernels and TensorParallelConfig refuses quantized models: load the "
+        "unquantized weights in bf16 (2-4x the memory) and shard the transformer with TensorParallelConfig if "
+        "it does not fit one NeuronCore",
         before="from diffusers import PipelineQuantizationConfig\n"
         'quant = PipelineQuantizationConfig(quant_backend="bitsandbytes_4bit")\n',
         after="from diffusers import PipelineQuantizationConfig\n{t}"
         'quant = PipelineQuantizationConfig(quant_backend="bitsandbytes_4bit")\n',
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM934",
         name="optimum-diffusion-data-parallel",
-        title="Optimum Neuron's `device_ids` / `data_parallel_mode` for diffusion pipelines",
-        why=(
-            "Optimum loaded a compiled UNet (or transformer) on two NeuronCores and split the CFG-doubled batch "
-            "between them (`data_parallel_mode`, `device_ids=[0, 1]`). A native pipeline runs on one NeuronCore; "
-            "more cores mean one process per core (each its own pipeline) or tensor parallelism of a transformer "
-            "that has a plan (Flux, QwenImage)."
-        ),
-        message=(
-            "Optimum split this pipeline's CFG batch over two NeuronCores; natively it runs on one: for more "
-            "throughput start one process per core (torchrun) with its own prompts"
-        ),
+        summary="TODO: Optimum Neuron's `device_ids` / `data_parallel_mode` for diffusion pipelines.",
+        rationale="Optimum loaded a compiled UNet (or transformer) on two NeuronCores and split the CFG-doubled batch "
+        "between them (`data_parallel_mode`, `device_ids=[0, 1]`). A native pipeline runs on one NeuronCore; "
+        "more cores mean one process per core (each its own pipeline) or tensor parallelism of a transformer "
+        "that has a plan (Flux, QwenImage).",
+        message="Optimum split this pipeline's CFG batch over two NeuronCores; natively it runs on one: for more "
+        "throughput start one process per core (torchrun) with its own prompts",
         before="from optimum.neuron import NeuronStableDiffusionPipeline\n"
         'pipe = NeuronStableDiffusionPipeline.from_pretrained("sd_neuron/", data_parallel_mode="unet")\n',
         after="from optimum.neuron import NeuronStableDiffusionPipeline\n{t}"
         'pipe = NeuronStableDiffusionPipeline.from_pretrained("sd_neuron/", data_parallel_mode="unet")\n',
+        safety="safe",
+        todo=True,
     ),
-    Todo(
+    Rule(
         id="NM935",
         name="device-module-memory-info",
-        title="`mem_get_info()` of a device module picked at run time",
-        why=(
-            "Device-generic code asks the module of a device type for free memory: `getattr(torch, device_type, "
-            "torch.cuda).mem_get_info()`, `torch.get_device_module(name).mem_get_info()`. TorchNeuron's "
-            "`torch.neuron` has no `mem_get_info` (transformers #47029), so on Neuron the call fails. Where the "
-            "type is the current accelerator's (`torch.accelerator.current_accelerator().type`, or no argument), "
-            "NM104 rewrites it to `torch.accelerator.get_memory_info()`, the same `(free, total)`; for any other "
-            "expression the codemod cannot tell which module it names, and leaves this TODO."
-        ),
-        message=(
-            "torch.neuron has no mem_get_info: if this device type is the current accelerator's, call "
-            "torch.accelerator.get_memory_info() (the same (free, total)); otherwise keep this call off Neuron"
-        ),
+        summary="TODO: `mem_get_info()` of a device module picked at run time.",
+        rationale="Device-generic code asks the module of a device type for free memory: `getattr(torch, device_type, "
+        "torch.cuda).mem_get_info()`, `torch.get_device_module(name).mem_get_info()`. TorchNeuron's "
+        "`torch.neuron` has no `mem_get_info` (transformers #47029), so on Neuron the call fails. Where the "
+        "type is the current accelerator's (`torch.accelerator.current_accelerator().type`, or no argument), "
+        "NM104 rewrites it to `torch.accelerator.get_memory_info()`, the same `(free, total)`; for any other "
+        "expression the codemod cannot tell which module it names, and leaves this TODO.",
+        message="torch.neuron has no mem_get_info: if this device type is the current accelerator's, call "
+        "torch.accelerator.get_memory_info() (the same (free, total)); otherwise keep this call off Neuron",
         before="import torch\nfree, total = getattr(torch, args.device_type).mem_get_info()\n",
         after="import torch\n{t}free, total = getattr(torch, args.device_type).mem_get_info()\n",
+        safety="safe",
+        todo=True,
     ),
 )
 
@@ -578,10 +535,9 @@ CUDA_RUNTIME_MESSAGES: dict[str, str] = {
     "Event": "CUDA events do not exist on Neuron; time with time.perf_counter() around torch.accelerator.synchronize()",
 }
 
-MESSAGES: dict[str, str] = {entry.id: entry.message for entry in CATALOGUE}
+MESSAGES: dict[str, str] = {rule.id: rule.message for rule in RULES}
 # TRL helpers removed in 1.x -> the NM924 TODO that says what replaces each.
 REMOVED_TRL_API: dict[str, str] = {"setup_chat_format": MESSAGES["NM924"]}
-RULES: tuple[Rule, ...] = tuple(entry.rule() for entry in CATALOGUE)
 
 
 def quantized_load_message(method: str) -> str:

@@ -99,3 +99,24 @@ def test_each_hook_is_tagged_with_the_rules_its_code_names():
 
 def test_every_rule_is_declared_in_exactly_one_place():
     assert {rule.id: len(places(rule.id)[0]) for rule in all_rules()} == {rule.id: 1 for rule in all_rules()}
+
+
+def test_explain_points_every_rule_at_its_rule_call_and_its_hooks():
+    """For every id, `--explain`'s "declared at" names the line of the `Rule(...)` that declares it (the one way to
+    declare a rule) and each "hooks" entry the `def` line of a function tagged with it."""
+    wrong = []
+    for rule in all_rules():
+        head = CliRunner().invoke(main, ["--explain", rule.id]).stdout.splitlines()[:5]
+        declared = next(line.removeprefix("declared at: ") for line in head if line.startswith("declared at: "))
+        path, line = declared.split(":")
+        lines = (ROOT / path).read_text(encoding="utf-8").splitlines()
+        opening = next(lines[n] for n in range(int(line) - 1, -1, -1) if "Rule(" in lines[n])
+        if f'"{rule.id}"' not in lines[int(line) - 1] or not opening.strip().startswith("Rule("):
+            wrong.append(declared)
+        tagged = next((line.removeprefix("hooks: ") for line in head if line.startswith("hooks: ")), "")
+        for hook in tagged.split(", ") if tagged not in ("", "-") else ():  # "-": applied by shared hooks only
+            where, name = hook.split(" ")[:2]
+            hook_path, hook_line = where.split(":")
+            if not (ROOT / hook_path).read_text().splitlines()[int(hook_line) - 1].startswith(f"def {name}("):
+                wrong.append(hook)
+    assert wrong == []

@@ -345,6 +345,23 @@ def test_a_rule_without_a_reason_for_being_unsafe_is_rejected() -> None:
         Rule(id="NM999", name="x", summary="", rationale="", before="", after="", safety="maybe")  # type: ignore[arg-type]
 
 
+def test_a_todo_rule_shows_its_message_in_its_example() -> None:
+    rule = Rule(
+        id="NM999",
+        name="x",
+        summary="",
+        rationale="",
+        before="f()\n",
+        after="{t}f()\n",
+        safety="safe",
+        todo=True,
+        message="no f on Neuron",
+    )
+    assert rule.after == "# TODO(neuron-migrate NM999): no f on Neuron\nf()\n"
+    with pytest.raises(ValueError, match="NM999: only a TODO rule has a message"):
+        Rule(id="NM999", name="x", summary="", rationale="", before="", after="", safety="safe", message="m")
+
+
 def test_explain_shows_the_fix_safety() -> None:
     unsafe = CliRunner().invoke(main, ["--explain", "NM305"])
     assert unsafe.exit_code == 0
