@@ -37,7 +37,7 @@ def test_explain_says_where_the_rule_is_declared_and_applied():
     declared = head[2].removeprefix("declared at: ")
     applied = head[3].removeprefix("applied at: ").split(", ")
     path, line = declared.split(":")
-    assert path == "migrate/rules/todo_catalogue.py"
+    assert path == "migrate/rules/todo_catalogue/cuda.py"
     assert 'id="NM905"' in (ROOT / path).read_text().splitlines()[int(line) - 1]  # the line that opens it
     todo_lines = (ROOT / "migrate/rules/todo.py").read_text().splitlines()
     hooks = [int(p.split(":")[1]) for p in applied if p.startswith("migrate/rules/todo.py:")]
