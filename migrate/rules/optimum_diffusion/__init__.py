@@ -25,7 +25,7 @@ from __future__ import annotations
 from migrate.registry import Rule
 from migrate.rules.optimum_diffusion import adapters, calls, load, state, statements, tensor_parallel
 
-# the modules whose hooks the family runs, in the order they run (`migrate.rules.base.hooks_of`)
+# the family's modules, in the order their hooks run (`migrate.rules.base.hooks_of`)
 PARTS = (state, adapters, load, tensor_parallel, statements, calls)
 RULES: tuple[Rule, ...] = (*adapters.RULES, *load.RULES, *tensor_parallel.RULES, *calls.RULES)
 

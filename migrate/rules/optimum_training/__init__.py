@@ -19,7 +19,7 @@ from migrate.registry import Rule
 from migrate.rules.optimum_training import calls, fields, lazy_load, names, parallel, state, utils
 from migrate.rules.optimum_training.fields import ARGUMENT_FIELDS, DROPPED, lost_capability
 
-# the modules whose hooks the family runs, in the order they run (`migrate.rules.base.hooks_of`)
+# the family's modules, in the order their hooks run (`migrate.rules.base.hooks_of`)
 PARTS = (state, names, fields, parallel, calls, lazy_load, utils)
 RULES: tuple[Rule, ...] = (*names.RULES, *fields.RULES, *parallel.RULES, *calls.RULES, *lazy_load.RULES, *utils.RULES)
 
