@@ -135,12 +135,6 @@ def test_explain_points_every_rule_at_its_rule_call_and_its_hooks():
     assert wrong == []
 
 
-# families not yet split into a folder of modules (issue 44): each leaves this list when it is
-_NOT_YET_SPLIT = {
-    "migrate/rules/diffusers_cuda/generators.py",
-}
-
-
 def test_no_rule_module_is_over_500_lines():
     """A reader finds a rule's code by its module: a family past ~500 lines is split into a folder of modules along
     its own seams (`migrate/rules/<family>/`, one sub-topic each, its docstring the rationale)."""
@@ -149,4 +143,4 @@ def test_no_rule_module_is_over_500_lines():
         for path in (ROOT / "migrate" / "rules").rglob("*.py")
         if len(path.read_text(encoding="utf-8").splitlines()) > 500
     }
-    assert long == _NOT_YET_SPLIT
+    assert long == set()

@@ -1,6 +1,7 @@
 """NM101, NM107 and the call-site device rewrites: `.cuda()` is `.to("neuron")`, `.to(<rank>)` the
-process's core, `DataParallel`/DDP `device_ids` its core, `torch.device("cuda", i)` and a pipeline's `device=0`
-the Neuron device, since only device sources are rewritten and uses stay.
+process's core, `DataParallel`/DDP `device_ids` its core, `torch.device("cuda", i)` the Neuron device, and a
+`pipeline(...)` that loads a model and names no device gets `device="neuron"`, since only device sources are
+rewritten and uses stay.
 """
 
 from __future__ import annotations
