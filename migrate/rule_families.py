@@ -1,7 +1,8 @@
 """The ordered table of rule families, as the shim's `PATCH_TYPES`: every rule and hook the codemod has.
 
 Each entry names a module with a `RULES` tuple (possibly empty for the shared-hook modules) and
-`@on(...)` hooks. Hook order is this table's order, then definition order within a module:
+`@on(...)` hooks (a family split into a folder: its package, whose `PARTS` lists its modules). Hook order is this
+table's order, then `PARTS` order, then definition order within a module:
 - `settings` first: its generic hooks (a setting as a keyword, an assignment, an argparse default,
   a dict entry) run before the families whose settings they dispatch to see the node;
 - device literals before the rest, precision before drift, so later hooks see renamed values;
