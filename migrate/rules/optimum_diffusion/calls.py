@@ -44,9 +44,6 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-# ---- calls of a migrated pipeline -----------------------------------------------------------------
-
-
 @on("Call", "NM531", "NM532", "NM533", "NM534", "NM913", "NM915", "NM917", "NM919", "NM934")
 def optimum_diffusion_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     """Loads (NM531-NM534), `save_pretrained`/`push_to_hub` of a migrated pipeline, its calls (NM532)."""

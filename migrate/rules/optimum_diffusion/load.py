@@ -111,9 +111,6 @@ FOLDER_TODO = (
 )
 
 
-# ---- the load ---------------------------------------------------------------------------------
-
-
 def _load(node: cst.Call, name: str, ctx: FileContext) -> cst.BaseExpression:
     """`NeuronXPipeline.from_pretrained(...)`: read the export, rewrite the call; the statement hook adds lines."""
     state = _state(ctx)

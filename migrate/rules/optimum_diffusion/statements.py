@@ -23,9 +23,6 @@ from migrate.rules.todo_catalogue import flatten
 _COMPILE = 'backend="neuron", fullgraph=True, dynamic=False'
 
 
-# ---- the lines after the load -------------------------------------------------------------------
-
-
 @on("SimpleStatementLine", "NM531", "NM533", "NM534")
 def optimum_diffusion_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> HookResult:
     """After `pipe = <pipeline load>`: the TP setup before it, adapters and compile lines after it; TP calls."""
