@@ -1,16 +1,19 @@
 """What a rule is (`Rule`) and which rules are on (`Selection`).
 
 Rules are data (id, summary, rationale, examples) so that `--explain`, `docs/rules.md` and
-`--select/--ignore` all read the same source of truth. Each family module declares its rules in
-a module-level `RULES` tuple next to the hooks that apply them and refer to them by id;
-`migrate.rule_families` lists the family modules. This module imports none of them, so a family
-can import it without an import loop.
+`--select/--ignore` all read the same source of truth. A `Rule(...)` call is the one way to declare a rule,
+whatever it does (a Python rewrite, a TODO, a config or launcher edit), so `--explain` (`migrate.rule_sources`)
+finds every rule's declaration the same way. Each family module declares its rules in a module-level `RULES`
+tuple next to the hooks that apply them and refer to them by id; `migrate.rule_families` lists the family
+modules. This module imports none of them, so a family can import it without an import loop.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
+
+from migrate.markers import TODO_PREFIX
 
 Safety = Literal["safe", "unsafe"]
 
@@ -26,6 +29,9 @@ class Rule:
     (a device or API renamed to its Neuron equivalent, a TODO comment), "unsafe" when it changes
     behaviour a reviewer should look at (numerics, data seen, memory, shapes); `safety_reason`
     says how, in one line, and is required exactly for unsafe rules.
+
+    `message` is a TODO rule's own text, the comment its hooks leave unless they word one for the case; its
+    `after` then holds `{t}` where that comment line goes, so the example cannot drift from the text.
     """
 
     id: str
@@ -38,8 +44,14 @@ class Rule:
     safety_reason: str = ""
     todo: bool = False  # True for rules that annotate instead of rewriting (all NM9xx)
     language: str = "python"  # the kind of file the examples are: python, yaml, shell
+    message: str = ""  # a TODO rule's own comment text ("" where every hook words its own)
 
     def __post_init__(self) -> None:
+        if self.message:
+            if not self.todo:
+                raise ValueError(f"{self.id}: only a TODO rule has a message")
+            line = f"{TODO_PREFIX}{self.id}): {self.message}\n"
+            object.__setattr__(self, "after", self.after.replace("{t}", line))  # frozen: set once, here
         if self.safety not in ("safe", "unsafe"):
             raise ValueError(f"{self.id}: safety must be 'safe' or 'unsafe', not {self.safety!r}")
         if (self.safety == "unsafe") != bool(self.safety_reason):

@@ -1,7 +1,8 @@
 """The ordered table of rule families, as the shim's `PATCH_TYPES`: every rule and hook the codemod has.
 
 Each entry names a module with a `RULES` tuple (possibly empty for the shared-hook modules) and
-`@on(...)` hooks. Hook order is this table's order, then definition order within a module:
+`@on(...)` hooks (a family split into a folder: its package, whose `PARTS` lists its modules). Hook order is this
+table's order, then `PARTS` order, then definition order within a module:
 - `settings` first: its generic hooks (a setting as a keyword, an assignment, an argparse default,
   a dict entry) run before the families whose settings they dispatch to see the node;
 - device literals before the rest, precision before drift, so later hooks see renamed values;
@@ -27,9 +28,9 @@ rule's example with the families gated and with all of them on and requires the 
 `tests/migrate/test_rule_families.py` checks the tokens against the tables the families act on.
 
 To add a rule: append a `Rule(...)` (with its fix `safety`, and `safety_reason` when unsafe) to
-its family module's `RULES` and check `ctx.enabled(<id>)` in the hook that applies it; a TODO rule
-is a `Todo(...)` entry of `migrate.rules.todo_catalogue` instead, left by its family's hook with `todo`; to add a
-family: write the module (`RULES` plus `@on` hooks), list it here with its tokens, and extend the tokens of
+its family module's `RULES` and check `ctx.enabled(<id>)` in the hook that applies it; a TODO rule left by
+several families is a `Rule(..., todo=True, message=...)` of `migrate.rules.todo_catalogue`, left by their hooks
+with `todo`; to add a family: write the module (`RULES` plus `@on` hooks), list it here with its tokens, and extend the tokens of
 a family whose hooks start acting on new names. `tests/migrate/test_registry.py` pins the rule ids, the
 unsafe ones and the hook order.
 """

@@ -1,13 +1,10 @@
 """Where a rule lives: the line that declares it, the hooks tagged with its id, and every line of code that names
 its id, for `--explain`.
 
-Rules are declared three ways (a `Rule` in a family's table, a `Todo` in the TODO catalogue, `_rule` in the
-config catalogues) and applied by hooks that name them by id, so finding one took a grep. This reads the
-package's own source with `ast`: a call to one of `DECLARERS` whose `id` (keyword or first argument) is the id
-declares the rule, and so does the id at the head of a rule's row in a table of rows that become `Rule`s
-(`(id, name, summary, rationale, ...)`, as the transformers renames are listed). A hook names the ids it applies
-in its `@on(...)` tag (`migrate.rules.base.on`), which `hooks` reads; every other string literal equal to the id
-is code that applies or words it.
+Every rule is declared one way, a `Rule(id=..., ...)` call (`migrate.registry`) in its family's `RULES`, and
+applied by hooks that name it by id. This reads the package's own source with `ast`: the `Rule` call whose `id`
+is the id declares the rule; a hook names the ids it applies in its `@on(...)` tag (`migrate.rules.base.on`),
+which `hooks` reads; every other string literal equal to the id is code that applies or words it.
 """
 
 from __future__ import annotations
@@ -17,25 +14,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import cast
 
-DECLARERS = frozenset({"Rule", "Todo", "_rule"})
 PACKAGE = Path(__file__).resolve().parent
 
 
 def _declared_id(call: ast.Call) -> ast.expr | None:
+    """The `id` of a `Rule(...)` call (keyword or first argument); None for any other call."""
     name = call.func.id if isinstance(call.func, ast.Name) else getattr(call.func, "attr", None)
-    if name not in DECLARERS:
+    if name != "Rule":
         return None
     given = next((k.value for k in call.keywords if k.arg == "id"), None)
     return given if given is not None else (call.args[0] if call.args else None)
-
-
-def _row_id(row: ast.Tuple) -> ast.expr | None:
-    """The id heading a rule's row: a tuple of at least four strings whose first is an id."""
-    strings = [e for e in row.elts[:4] if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-    first = row.elts[0] if row.elts else None
-    if len(strings) == 4 and isinstance(first, ast.Constant) and str(first.value).startswith("NM"):
-        return first
-    return None
 
 
 @lru_cache(maxsize=1)
@@ -53,13 +41,7 @@ def _sources() -> tuple[tuple[str, str, ast.Module, frozenset[int], frozenset[in
                 for decorator in node.decorator_list:
                     if _hook_tag(decorator) is not None:
                         tagging.update(id(arg) for arg in cast(ast.Call, decorator).args)
-            head = (
-                _declared_id(node)
-                if isinstance(node, ast.Call)
-                else _row_id(node)
-                if isinstance(node, ast.Tuple)
-                else None
-            )
+            head = _declared_id(node) if isinstance(node, ast.Call) else None
             if head is not None:
                 declaring.add(id(head))
         where = path.relative_to(PACKAGE.parent).as_posix()

@@ -4,8 +4,9 @@ diffusers' pipeline tests build their components from configs (``get_dummy_compo
 tokenizers (and the tiny T5/Qwen configs) from the hub. The builders here use the same component configs,
 read from diffusers' ``tests/pipelines/*/test_*.py`` (the config of each is named in its docstring), with
 tokenizers made locally, so a pipeline runs offline in about a second on the CPU and takes the real diffusers
-code paths on the simulated device. ``research/diffusers_kernels_neuron.md`` section 6 measured them:
-SD 39k parameters, SDXL 812k, Flux 185k, QwenImage with no text encoder (the call passes embeddings).
+code paths on the simulated device. docs/simulator.md ("Tiny diffusers pipelines") gives their sizes (SD 39k
+parameters, SDXL 812k, Flux 185k, QwenImage with no text encoder: the call passes embeddings) and why each
+tokenizer is made as it is.
 
 Each ``*_pipeline(seed)`` returns a pipeline in memory; :func:`tiny_pipeline` picks one by kind and
 :func:`build_tiny_pipeline` saves it, so ``DiffusionPipeline.from_pretrained(path)`` loads it.

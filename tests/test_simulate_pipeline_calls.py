@@ -4,7 +4,7 @@ and, across ranks, whether every rank drew the same initial latents.
 
 The report logic is tested on records written as a process writes them; the recording on the tiny Stable
 Diffusion pipeline of ``neuroncompat.testing`` (diffusers 0.42.1's test configs) on the simulated device. The
-graph counts are the ones measured for ``research/diffusers_kernels_neuron.md`` section 4: one size compiles
+graph counts are the ones docs/gaps.md ("diffusers dry run") gives: one size compiles
 2 graphs (UNet, decode) and nothing after step 1; CFG off adds the UNet at batch 1, a second size and
 ``num_images_per_prompt=2`` each add a UNet and a decode graph.
 """
@@ -274,7 +274,7 @@ def test_initial_latents_hash_is_the_cpu_generators(sd_pipeline: Any) -> None:
 
 @pytest.mark.slow  # compiles the UNet 4 times and the decode 3 times (about a minute on 2 CPU cores)
 def test_tiny_sd_graph_counts_per_call(sd_pipeline: Any) -> None:
-    """The research's measured counts, each attributed to its cause."""
+    """The measured counts (docs/gaps.md, "diffusers dry run"), each attributed to its cause."""
     options = {"backend": "neuron", "fullgraph": True, "dynamic": False}
     sd_pipeline.unet = torch.compile(sd_pipeline.unet, **options)
     sd_pipeline.vae.decode = torch.compile(sd_pipeline.vae.decode, **options)

@@ -2,8 +2,7 @@
 
 Each runs eagerly and compiled (``backend="neuron"``, ``fullgraph=True``, ``dynamic=False``) and gives the
 CPU's images: the simulated device computes with the CPU's kernels, so any difference is a placement or a
-simulator bug. The compiled runs count the graphs the research measured (``research/diffusers_kernels_neuron.md``
-section 4). Offloading, which the Python-era simulator broke (``NeuronTensor.__new__(requires_grad=)`` in
+simulator bug. The compiled runs count the graphs docs/gaps.md ("diffusers dry run") gives. Offloading, which the Python-era simulator broke (``NeuronTensor.__new__(requires_grad=)`` in
 ``enable_sequential_cpu_offload``), runs on the native device and matches too; group offloading moves with
 ``tensor.data = <device tensor>``, which stock torch refuses between the CPU and a PrivateUse1 device, so it runs
 with the shim (patch ``cross_device_data``) and fails without it, as on a trn2.

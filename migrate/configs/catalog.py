@@ -36,79 +36,55 @@ TODO_TEXT = {
 }
 
 
-def _rule(
-    id: str,
-    name: str,
-    language: str,
-    summary: str,
-    rationale: str,
-    before: str,
-    after: str,
-    todo: bool = False,
-    safety_reason: str = "",
-) -> Rule:
-    """A config/launcher rule; it changes behaviour (is unsafe) exactly when a `safety_reason` says how."""
-    return Rule(
-        id=id,
-        name=name,
-        summary=summary,
-        rationale=rationale,
-        before=before,
-        after=after,
-        safety="unsafe" if safety_reason else "safe",
-        safety_reason=safety_reason,
-        todo=todo,
-        language=language,
-    )
-
-
 def _todo(rule_id: str, text: str) -> str:
     return f"# TODO(neuron-migrate {rule_id}): {text}\n"
 
 
 RULES: tuple[Rule, ...] = (
-    _rule(
-        "NM801",
-        "accelerate-multi-neuron",
-        "yaml",
-        "accelerate config `distributed_type: MULTI_GPU` -> `MULTI_NEURON`.",
-        "accelerate 1.15 has `DistributedType.MULTI_NEURON` (backend `neuron`); `MULTI_GPU` asks for "
+    Rule(
+        id="NM801",
+        name="accelerate-multi-neuron",
+        summary="accelerate config `distributed_type: MULTI_GPU` -> `MULTI_NEURON`.",
+        rationale="accelerate 1.15 has `DistributedType.MULTI_NEURON` (backend `neuron`); `MULTI_GPU` asks for "
         "NCCL and CUDA devices. Only files that look like accelerate configs (`distributed_type` "
         "plus another key `accelerate config` writes) are touched.",
-        "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU  # 8 GPUs\nnum_processes: 8\n",
-        "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_NEURON  # 8 GPUs\nnum_processes: 8\n",
+        before="compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU  # 8 GPUs\nnum_processes: 8\n",
+        after="compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_NEURON  # 8 GPUs\nnum_processes: 8\n",
+        safety="safe",
+        language="yaml",
     ),
-    _rule(
-        "NM802",
-        "config-bf16",
-        "yaml",
-        "fp16 -> bf16 in configs: accelerate `mixed_precision: fp16`, recipe `fp16: true`.",
-        "Trainium computes in bf16; the fp16 path needs a GradScaler whose Neuron support is "
+    Rule(
+        id="NM802",
+        name="config-bf16",
+        summary="fp16 -> bf16 in configs: accelerate `mixed_precision: fp16`, recipe `fp16: true`.",
+        rationale="Trainium computes in bf16; the fp16 path needs a GradScaler whose Neuron support is "
         "unconfirmed. In a recipe `fp16` is renamed to `bf16` (or, when `bf16` is there too, "
         "`fp16: false` and `bf16: true`).",
-        "distributed_type: MULTI_NEURON\nmixed_precision: fp16\nnum_processes: 2\n",
-        "distributed_type: MULTI_NEURON\nmixed_precision: bf16\nnum_processes: 2\n",
+        before="distributed_type: MULTI_NEURON\nmixed_precision: fp16\nnum_processes: 2\n",
+        after="distributed_type: MULTI_NEURON\nmixed_precision: bf16\nnum_processes: 2\n",
+        safety="unsafe",
         safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics and loss curves change",
+        language="yaml",
     ),
-    _rule(
-        "NM803",
-        "visible-cores",
-        "shell",
-        "`CUDA_VISIBLE_DEVICES` -> `NEURON_RT_VISIBLE_CORES`, GPU i -> logical NeuronCore i.",
-        "The Neuron runtime ignores `CUDA_VISIBLE_DEVICES`. `NEURON_RT_VISIBLE_CORES` names logical "
+    Rule(
+        id="NM803",
+        name="visible-cores",
+        summary="`CUDA_VISIBLE_DEVICES` -> `NEURON_RT_VISIBLE_CORES`, GPU i -> logical NeuronCore i.",
+        rationale="The Neuron runtime ignores `CUDA_VISIBLE_DEVICES`. `NEURON_RT_VISIBLE_CORES` names logical "
         "NeuronCores, the ones `torch.neuron` counts, so GPU i becomes core i under any LNC (`cuda:i` and "
         "`neuron:i` are then the same device), as the shim's `visible_cores` patch translates it; the set is "
         "written in increasing order, each core once. A set that cannot work as NeuronCores gets TODO NM804. "
         "`$CUDA_VISIBLE_DEVICES` expansions are renamed too.",
-        "CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node=2 train.py\n",
-        "NEURON_RT_VISIBLE_CORES=0,1 torchrun --nproc_per_node=2 train.py\n",
+        before="CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc_per_node=2 train.py\n",
+        after="NEURON_RT_VISIBLE_CORES=0,1 torchrun --nproc_per_node=2 train.py\n",
+        safety="safe",
+        language="shell",
     ),
-    _rule(
-        "NM804",
-        "aligned-cores",
-        "shell",
-        "TODO: a NeuronCore set that cannot work (not one contiguous run, or not whole pairs), or that cannot be checked.",
-        "The Neuron runtime takes a list or range of logical NeuronCores that must be contiguous, in "
+    Rule(
+        id="NM804",
+        name="aligned-cores",
+        summary="TODO: a NeuronCore set that cannot work (not one contiguous run, or not whole pairs), or that cannot be checked.",
+        rationale="The Neuron runtime takes a list or range of logical NeuronCores that must be contiguous, in "
         "consecutive increasing order (`3,5,6` is its invalid example); the TRL Trainium guide adds that "
         "`0,1`, `2,3`, `0-3` work and `1,2` does not, read (as the shim reads it, docs/gaps.md#visible_cores) "
         "as: under LNC=2 a set of several cores covers whole pairs 2k,2k+1. The rules are the shim's "
@@ -117,166 +93,181 @@ RULES: tuple[Rule, ...] = (
         "core per process). A `CUDA_VISIBLE_DEVICES` set that NM803 translates to such a set, and a value "
         "computed at run time, get the TODO too. The set is never changed silently: that would change which "
         "cores run.",
-        "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
-        _todo(
+        before="NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
+        after=_todo(
             "NM804",
             "NEURON_RT_VISIBLE_CORES=1,2 is not made of whole pairs: the TRL Trainium guide lists 0,1, 2,3 and 0-3 "
             "as working and 1,2 as not (collectives), i.e. under LNC=2 (the default) a set of more than one logical "
             "core starts at an even core and has an even count; use 0,1 or 2,3, 0-3 for all of them, or a single core",
         )
         + "NEURON_RT_VISIBLE_CORES=1,2 python train.py\n",
+        safety="safe",
         todo=True,
+        language="shell",
     ),
-    _rule(
-        "NM805",
-        "config-sdpa",
-        "yaml",
-        "Recipe `attn_implementation: flash_attention_2` -> `sdpa` (also nested, e.g. `model_init_kwargs`); Liger off.",
-        "flash-attn and Liger's Triton kernels are CUDA-only; `sdpa` lowers to ATen scaled-dot-product "
+    Rule(
+        id="NM805",
+        name="config-sdpa",
+        summary="Recipe `attn_implementation: flash_attention_2` -> `sdpa` (also nested, e.g. `model_init_kwargs`); Liger off.",
+        rationale="flash-attn and Liger's Triton kernels are CUDA-only; `sdpa` lowers to ATen scaled-dot-product "
         "attention, which TorchNeuron provides, and without Liger TRL uses the plain PyTorch loss. The same "
         "on launch lines: `--attn_implementation flash_attention_2` -> `sdpa`, `use_liger_kernel: true` -> "
         "`false`, `--use_liger_kernel` -> `--use_liger_kernel False`.",
-        "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: flash_attention_2\noutput_dir: out\n",
-        "model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: sdpa\noutput_dir: out\n",
+        before="model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: flash_attention_2\noutput_dir: out\n",
+        after="model_name_or_path: Qwen/Qwen3-0.6B\nattn_implementation: sdpa\noutput_dir: out\n",
+        safety="safe",
+        language="yaml",
     ),
-    _rule(
-        "NM818",
-        "config-dtype-key",
-        "yaml",
-        "Recipe `torch_dtype:` -> `dtype:` (also nested, e.g. `model_init_kwargs`).",
-        "transformers 5 renamed the loading argument and TRL 1.x's `ModelConfig` followed, so "
+    Rule(
+        id="NM818",
+        name="config-dtype-key",
+        summary="Recipe `torch_dtype:` -> `dtype:` (also nested, e.g. `model_init_kwargs`).",
+        rationale="transformers 5 renamed the loading argument and TRL 1.x's `ModelConfig` followed, so "
         '`TrlParser` rejects a recipe with a top-level `torch_dtype` ("Unknown arguments from config '
         'file"); nested in `model_init_kwargs` it still loads, with a deprecation warning. As NM203 '
         "does for Python. Where the mapping already has `dtype`, a TODO instead.",
-        "model_name_or_path: Qwen/Qwen3-0.6B\ntorch_dtype: bfloat16\noutput_dir: out\n",
-        "model_name_or_path: Qwen/Qwen3-0.6B\ndtype: bfloat16\noutput_dir: out\n",
+        before="model_name_or_path: Qwen/Qwen3-0.6B\ntorch_dtype: bfloat16\noutput_dir: out\n",
+        after="model_name_or_path: Qwen/Qwen3-0.6B\ndtype: bfloat16\noutput_dir: out\n",
+        safety="safe",
+        language="yaml",
     ),
-    _rule(
-        "NM806",
-        "config-no-bnb",
-        "yaml",
-        "Recipe `load_in_4bit: true` / `load_in_8bit: true` -> `false`.",
-        "bitsandbytes kernels are CUDA-only; the model loads in bf16 instead (about 4x the 4-bit "
+    Rule(
+        id="NM806",
+        name="config-no-bnb",
+        summary="Recipe `load_in_4bit: true` / `load_in_8bit: true` -> `false`.",
+        rationale="bitsandbytes kernels are CUDA-only; the model loads in bf16 instead (about 4x the 4-bit "
         "weight memory), as NM209 does for Python, and the NM908 TODO above the key says so.",
-        "model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: true\noutput_dir: out\n",
-        "model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: false\noutput_dir: out\n",
+        before="model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: true\noutput_dir: out\n",
+        after="model_name_or_path: Qwen/Qwen3-0.6B\nload_in_4bit: false\noutput_dir: out\n",
+        safety="unsafe",
         safety_reason="the model loads unquantized in bf16: about 2-4x the weight memory, and numerics differ",
+        language="yaml",
     ),
-    _rule(
-        "NM807",
-        "config-no-vllm",
-        "yaml",
-        "Recipe `use_vllm: true` -> `false` plus `cache_implementation: static`.",
-        "vLLM does not run inside a TorchNeuron process; GRPO/RLOO then generate with "
+    Rule(
+        id="NM807",
+        name="config-no-vllm",
+        summary="Recipe `use_vllm: true` -> `false` plus `cache_implementation: static`.",
+        rationale="vLLM does not run inside a TorchNeuron process; GRPO/RLOO then generate with "
         "`model.generate`, and a static cache keeps its shapes fixed for the compiler (NM303 in Python).",
-        "output_dir: out\nuse_vllm: true\nvllm_mode: colocate\n",
-        "output_dir: out\nuse_vllm: false\ncache_implementation: static\nvllm_mode: colocate\n",
+        before="output_dir: out\nuse_vllm: true\nvllm_mode: colocate\n",
+        after="output_dir: out\nuse_vllm: false\ncache_implementation: static\nvllm_mode: colocate\n",
+        safety="unsafe",
         safety_reason="generation moves from vLLM to `model.generate`: slower, and sampled completions differ",
+        language="yaml",
     ),
-    _rule(
-        "NM808",
-        "config-drift-keys",
-        "yaml",
-        "Recipe keys transformers 5 / TRL 1.x renamed or removed: `evaluation_strategy:` -> `eval_strategy:`, "
+    Rule(
+        id="NM808",
+        name="config-drift-keys",
+        summary="Recipe keys transformers 5 / TRL 1.x renamed or removed: `evaluation_strategy:` -> `eval_strategy:`, "
         "`max_seq_length:` -> `max_length:`, `overwrite_output_dir:` and `logging_dir:` removed, ...",
-        "The NM7xx table (`drift.FIELDS`) applied to recipe keys, which `TrlParser` and "
+        rationale="The NM7xx table (`drift.FIELDS`) applied to recipe keys, which `TrlParser` and "
         "`HfArgumentParser.parse_yaml_file` reject by name before training starts. Renamed keys keep their "
         "value (`warmup_ratio` -> `warmup_steps`, which takes a ratio below 1; `no_cuda` -> `use_cpu`; "
         "`group_by_length: true` -> `train_sampling_strategy: group_by_length`). Removed keys lose their line, "
         "noted in the report with what replaced them; an entry that is not a line of its own, or defines an "
         "anchor, gets a TODO instead. When the new key is set too, a TODO asks which to keep.",
-        "output_dir: out\nevaluation_strategy: steps\noverwrite_output_dir: true  # reruns\nmax_seq_length: 2048\n",
-        "output_dir: out\neval_strategy: steps\nmax_length: 2048\n",
+        before="output_dir: out\nevaluation_strategy: steps\noverwrite_output_dir: true  # reruns\nmax_seq_length: 2048\n",
+        after="output_dir: out\neval_strategy: steps\nmax_length: 2048\n",
+        safety="unsafe",
         safety_reason="removed keys (`logging_dir`, `max_prompt_length`, ...) no longer take effect",
+        language="yaml",
     ),
-    _rule(
-        "NM809",
-        "config-no-tf32",
-        "yaml",
-        "Recipe `tf32: true` is commented out.",
-        "`TrainingArguments(tf32=True)` raises on any non-CUDA host. The line is kept as a comment, "
+    Rule(
+        id="NM809",
+        name="config-no-tf32",
+        summary="Recipe `tf32: true` is commented out.",
+        rationale="`TrainingArguments(tf32=True)` raises on any non-CUDA host. The line is kept as a comment, "
         "so the setting is visible in review.",
-        "output_dir: out\ntf32: true\n",
-        "output_dir: out\n# tf32: true  # neuron-migrate NM809: tf32 is CUDA-only\n",
+        before="output_dir: out\ntf32: true\n",
+        after="output_dir: out\n# tf32: true  # neuron-migrate NM809: tf32 is CUDA-only\n",
+        safety="safe",
+        language="yaml",
     ),
-    _rule(
-        "NM810",
-        "launch-bf16",
-        "shell",
-        "Launch lines: `--fp16` -> `--bf16`, `--mixed_precision fp16` -> `bf16`.",
-        "The same precision change as NM201 for arguments given on the command line of python, "
+    Rule(
+        id="NM810",
+        name="launch-bf16",
+        summary="Launch lines: `--fp16` -> `--bf16`, `--mixed_precision fp16` -> `bf16`.",
+        rationale="The same precision change as NM201 for arguments given on the command line of python, "
         "torchrun, accelerate launch and friends. `--fp16 False` and lines that already pass "
         "`--bf16` are left alone.",
-        "accelerate launch --mixed_precision fp16 train.py --fp16\n",
-        "accelerate launch --mixed_precision bf16 train.py --bf16\n",
+        before="accelerate launch --mixed_precision fp16 train.py --fp16\n",
+        after="accelerate launch --mixed_precision bf16 train.py --bf16\n",
+        safety="unsafe",
         safety_reason="bf16 keeps fewer mantissa bits than fp16: numerics and loss curves change",
+        language="shell",
     ),
-    _rule(
-        "NM811",
-        "deepspeed-launch",
-        "shell",
-        "TODO: the `deepspeed` launcher, `--deepspeed` configs, accelerate `distributed_type: DEEPSPEED`.",
-        "DeepSpeed has no Neuron accelerator and the accelerate wizard refuses it on Neuron; the ZeRO "
+    Rule(
+        id="NM811",
+        name="deepspeed-launch",
+        summary="TODO: the `deepspeed` launcher, `--deepspeed` configs, accelerate `distributed_type: DEEPSPEED`.",
+        rationale="DeepSpeed has no Neuron accelerator and the accelerate wizard refuses it on Neuron; the ZeRO "
         "stage decides the FSDP2 replacement, which needs a person.",
-        "deepspeed --num_gpus 8 train.py --deepspeed ds_z3.json\n",
-        _todo("NM811", TODO_TEXT["NM811"]) + "deepspeed --num_gpus 8 train.py --deepspeed ds_z3.json\n",
+        before="deepspeed --num_gpus 8 train.py --deepspeed ds_z3.json\n",
+        after=_todo("NM811", TODO_TEXT["NM811"]) + "deepspeed --num_gpus 8 train.py --deepspeed ds_z3.json\n",
+        safety="safe",
         todo=True,
+        language="shell",
     ),
-    _rule(
-        "NM812",
-        "parallel-compile-prefix",
-        "shell",
-        "Optimum Neuron's `neuron_parallel_compile` prefix is removed (noted in the report).",
-        "It ran a graph-extraction pass to fill the XLA compile cache. Native TorchNeuron runs eagerly "
+    Rule(
+        id="NM812",
+        name="parallel-compile-prefix",
+        summary="Optimum Neuron's `neuron_parallel_compile` prefix is removed (noted in the report).",
+        rationale="It ran a graph-extraction pass to fill the XLA compile cache. Native TorchNeuron runs eagerly "
         "and `torch.compile` compiles on first call, so the prefix has nothing to do; the command "
         "after it now trains for real, which the report points out.",
-        "MALLOC_ARENA_MAX=64 neuron_parallel_compile torchrun --nproc_per_node=2 train.py\n",
-        "MALLOC_ARENA_MAX=64 torchrun --nproc_per_node=2 train.py\n",
+        before="MALLOC_ARENA_MAX=64 neuron_parallel_compile torchrun --nproc_per_node=2 train.py\n",
+        after="MALLOC_ARENA_MAX=64 torchrun --nproc_per_node=2 train.py\n",
+        safety="unsafe",
         safety_reason="the command after the prefix now trains for real instead of only extracting graphs",
+        language="shell",
     ),
-    _rule(
-        "NM813",
-        "optimum-export",
-        "shell",
-        "TODO: `optimum-cli export neuron` is not needed.",
-        'Native TorchNeuron loads the Hugging Face checkpoint itself (`device_map="neuron"`) and '
+    Rule(
+        id="NM813",
+        name="optimum-export",
+        summary="TODO: `optimum-cli export neuron` is not needed.",
+        rationale='Native TorchNeuron loads the Hugging Face checkpoint itself (`device_map="neuron"`) and '
         "compiles on first run; the exported directory's later uses must point at the original model "
         "id, which only a person can connect. A diffusion export (`--height`, `--width`, "
         "`--num_images_per_prompt`) gets the shapes in its TODO: the native pipeline must be called with them "
         "(NM532 does it where the script exports too).",
-        "optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",
-        _todo("NM813", TODO_TEXT["NM813"])
+        before="optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",
+        after=_todo("NM813", TODO_TEXT["NM813"])
         + "optimum-cli export neuron --model gpt2 --batch_size 1 --sequence_length 128 gpt2_neuron/\n",
+        safety="safe",
         todo=True,
+        language="shell",
     ),
-    _rule(
-        "NM814",
-        "cuda-pip-packages",
-        "shell",
-        "CUDA-only packages (flash-attn, bitsandbytes, vllm, xformers, ...) leave `pip install` lines.",
-        "They fail to build or import without CUDA. Other packages on the line stay; a line left "
+    Rule(
+        id="NM814",
+        name="cuda-pip-packages",
+        summary="CUDA-only packages (flash-attn, bitsandbytes, vllm, xformers, ...) leave `pip install` lines.",
+        rationale="They fail to build or import without CUDA. Other packages on the line stay; a line left "
         "with nothing to install is commented out. Also applies to notebook `!pip`/`%pip` magics.",
-        "pip install -U transformers flash-attn bitsandbytes\n",
-        _todo("NM814", TODO_TEXT["NM814"].format(names="flash-attn, bitsandbytes", action="removed from this install"))
+        before="pip install -U transformers flash-attn bitsandbytes\n",
+        after=_todo(
+            "NM814", TODO_TEXT["NM814"].format(names="flash-attn, bitsandbytes", action="removed from this install")
+        )
         + "pip install -U transformers\n",
+        safety="safe",
+        language="shell",
     ),
-    _rule(
-        "NM815",
-        "nvidia-smi",
-        "shell",
-        "`nvidia-smi` -> `neuron-ls`; with options, a TODO.",
-        "neuron-ls lists the Neuron devices and cores; nvidia-smi's query options have no "
+    Rule(
+        id="NM815",
+        name="nvidia-smi",
+        summary="`nvidia-smi` -> `neuron-ls`; with options, a TODO.",
+        rationale="neuron-ls lists the Neuron devices and cores; nvidia-smi's query options have no "
         "one-to-one equivalent (neuron-top shows utilisation).",
-        "nvidia-smi\n",
-        "neuron-ls\n",
+        before="nvidia-smi\n",
+        after="neuron-ls\n",
+        safety="safe",
+        language="shell",
     ),
-    _rule(
-        "NM816",
-        "optimum-launch-flags",
-        "shell",
-        "Launch lines: Optimum's Neuron-only training flags (`--tensor_parallel_size`, `--zero_1`, `--async_save`, "
+    Rule(
+        id="NM816",
+        name="optimum-launch-flags",
+        summary="Launch lines: Optimum's Neuron-only training flags (`--tensor_parallel_size`, `--zero_1`, `--async_save`, "
         "...) are removed, each noted.",
-        "Once the script's `NeuronTrainingArguments` is `TrainingArguments` (NM501), `HfArgumentParser` rejects "
+        rationale="Once the script's `NeuronTrainingArguments` is `TrainingArguments` (NM501), `HfArgumentParser` rejects "
         "these flags before training starts. The fields are NM503's; each flag goes with its value (`--zero_1`, "
         "`--zero_1 true`, `--async_save=false`: a bool field takes a value only when one follows it) and the "
         "report says what replaced it. `--tensor_parallel_size N` (N > 1, or set at run time) gets a TODO: the "
@@ -286,25 +277,28 @@ RULES: tuple[Rule, ...] = (
         "training arguments are touched: a `neuron_parallel_compile` run, or one passing a flag only "
         "TrainingArguments takes (`--do_train`, `--per_device_train_batch_size`, ...), so a vLLM script's own "
         "`--tensor_parallel_size` stays.",
-        "torchrun --nproc_per_node 32 train.py --do_train --tensor_parallel_size 8 --async_save --output_dir out\n",
-        _todo("NM816", TODO_TEXT["NM816"].format(n="8"))
+        before="torchrun --nproc_per_node 32 train.py --do_train --tensor_parallel_size 8 --async_save --output_dir out\n",
+        after=_todo("NM816", TODO_TEXT["NM816"].format(n="8"))
         + "torchrun --nproc_per_node 32 train.py --do_train --output_dir out\n",
+        safety="unsafe",
         safety_reason="the dropped Neuron-only features (ZeRO-1, async save, fused QKV, ...) no longer take effect",
+        language="shell",
     ),
-    _rule(
-        "NM817",
-        "drift-launch-flags",
-        "shell",
-        "Launch lines: training flags transformers 5 / TRL 1.x renamed or removed (`--evaluation_strategy` -> "
+    Rule(
+        id="NM817",
+        name="drift-launch-flags",
+        summary="Launch lines: training flags transformers 5 / TRL 1.x renamed or removed (`--evaluation_strategy` -> "
         "`--eval_strategy`, `--overwrite_output_dir` and `--logging_dir` removed, ...).",
-        "The NM7xx table on the command line, where `HfArgumentParser` and `TrlParser` reject the old names. "
+        rationale="The NM7xx table on the command line, where `HfArgumentParser` and `TrlParser` reject the old names. "
         "Renamed flags keep their value (`--warmup_ratio r` -> `--warmup_steps r`, `--no_cuda` -> `--use_cpu`, "
         "`--group_by_length` -> `--train_sampling_strategy group_by_length`); removed ones go with their value, "
         "noted with what replaced them. `--max_seq_length` -> `--max_length` and `--max_prompt_length` apply to "
         "TRL's training commands only (`trl sft`, `trl/scripts/dpo.py`): other scripts often define a "
         "`max_seq_length` of their own. The same launch lines as NM816.",
-        "torchrun train.py --do_train --evaluation_strategy steps --overwrite_output_dir --output_dir out\n",
-        "torchrun train.py --do_train --eval_strategy steps --output_dir out\n",
+        before="torchrun train.py --do_train --evaluation_strategy steps --overwrite_output_dir --output_dir out\n",
+        after="torchrun train.py --do_train --eval_strategy steps --output_dir out\n",
+        safety="unsafe",
         safety_reason="removed flags (`--logging_dir`, `--max_prompt_length`, ...) no longer take effect",
+        language="shell",
     ),
 )

@@ -10,7 +10,7 @@ they rest on are cited from the AWS Neuron documentation (links in each rational
 
 from __future__ import annotations
 
-from migrate.configs.catalog import _rule, _todo
+from migrate.configs.catalog import _todo
 from migrate.registry import Rule
 
 _DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/"
@@ -54,116 +54,128 @@ CLI_ADVICE = {
 _SLURM = "#!/bin/bash\n#SBATCH --nodes=2\n"
 
 RULES: tuple[Rule, ...] = (
-    _rule(
-        "NM819",
-        "slurm-gpu-request",
-        "shell",
-        "SLURM: `#SBATCH --gres=gpu:N` / `--gpus*=N` lines are disabled (`##SBATCH`), with a TODO.",
-        "SLURM counts GPUs as generic resources; Trainium nodes are normally allocated whole (`--exclusive`) "
+    Rule(
+        id="NM819",
+        name="slurm-gpu-request",
+        summary="SLURM: `#SBATCH --gres=gpu:N` / `--gpus*=N` lines are disabled (`##SBATCH`), with a TODO.",
+        rationale="SLURM counts GPUs as generic resources; Trainium nodes are normally allocated whole (`--exclusive`) "
         "and a GPU request would keep the job pending forever. `##SBATCH` is a comment to sbatch, so the line "
         "stays visible in review. A SLURM script is recognised by its `#SBATCH` lines, whatever its extension.",
-        _SLURM + "#SBATCH --gres=gpu:8\nsrun hostname\n",
-        _SLURM + _todo("NM819", TODO_TEXT["NM819"]) + "##SBATCH --gres=gpu:8\nsrun hostname\n",
+        before=_SLURM + "#SBATCH --gres=gpu:8\nsrun hostname\n",
+        after=_SLURM + _todo("NM819", TODO_TEXT["NM819"]) + "##SBATCH --gres=gpu:8\nsrun hostname\n",
+        safety="unsafe",
         safety_reason="the job no longer requests GPUs; which nodes it gets depends on the partition you name",
+        language="shell",
     ),
-    _rule(
-        "NM820",
-        "slurm-gpu-placement",
-        "shell",
-        "TODO: GPU-specific `#SBATCH` lines (`--constraint=a100`, `--partition=gpu`, `--gpu-bind`, `--mem-per-gpu`).",
-        "Partition and feature names are site-specific: the tool cannot know what a cluster calls its "
+    Rule(
+        id="NM820",
+        name="slurm-gpu-placement",
+        summary="TODO: GPU-specific `#SBATCH` lines (`--constraint=a100`, `--partition=gpu`, `--gpu-bind`, `--mem-per-gpu`).",
+        rationale="Partition and feature names are site-specific: the tool cannot know what a cluster calls its "
         "Trainium nodes, so it never guesses; the line stays as it is until a person names them.",
-        _SLURM + "#SBATCH --partition=gpu\nsrun hostname\n",
-        _SLURM
+        before=_SLURM + "#SBATCH --partition=gpu\nsrun hostname\n",
+        after=_SLURM
         + _todo("NM820", TODO_TEXT["NM820"].format(line="--partition=gpu"))
         + "#SBATCH --partition=gpu\nsrun hostname\n",
+        safety="safe",
         todo=True,
+        language="shell",
     ),
-    _rule(
-        "NM821",
-        "processes-per-node",
-        "shell",
-        "TODO: `--nproc_per_node` of a cluster launch (SLURM, Kubernetes) counted GPUs.",
-        "torchrun starts one process per accelerator: on Neuron, per logical NeuronCore. Trainium2 has 8 "
+    Rule(
+        id="NM821",
+        name="processes-per-node",
+        summary="TODO: `--nproc_per_node` of a cluster launch (SLURM, Kubernetes) counted GPUs.",
+        rationale="torchrun starts one process per accelerator: on Neuron, per logical NeuronCore. Trainium2 has 8 "
         "physical NeuronCores per device and the default LNC=2 groups them in pairs (" + LNC_DOC + "), so "
         "the count depends on the instance type and `NEURON_LOGICAL_NC_CONFIG`, which the script does not "
         "show; `gpu`/`auto` count CUDA devices. Local launchers keep NM803's core mapping instead.",
-        _SLURM + "srun torchrun --nproc_per_node=8 train.py\n",
-        _SLURM + _todo("NM821", TODO_TEXT["NM821"].format(value="8")) + "srun torchrun --nproc_per_node=8 train.py\n",
+        before=_SLURM + "srun torchrun --nproc_per_node=8 train.py\n",
+        after=_SLURM
+        + _todo("NM821", TODO_TEXT["NM821"].format(value="8"))
+        + "srun torchrun --nproc_per_node=8 train.py\n",
+        safety="safe",
         todo=True,
+        language="shell",
     ),
-    _rule(
-        "NM822",
-        "nccl-env",
-        "shell",
-        "TODO: `NCCL_*` environment settings (shell exports, Kubernetes `env`).",
-        "NCCL is NVIDIA's collective library; the `neuron` process group runs Neuron's collectives, so "
+    Rule(
+        id="NM822",
+        name="nccl-env",
+        summary="TODO: `NCCL_*` environment settings (shell exports, Kubernetes `env`).",
+        rationale="NCCL is NVIDIA's collective library; the `neuron` process group runs Neuron's collectives, so "
         "`NCCL_DEBUG`, `NCCL_SOCKET_IFNAME` or `NCCL_IB_*` configure nothing. They are harmless, so they "
         "stay until a person deletes them.",
-        "export NCCL_DEBUG=INFO\ntorchrun train.py\n",
-        _todo("NM822", TODO_TEXT["NM822"].format(names="NCCL_DEBUG")) + "export NCCL_DEBUG=INFO\ntorchrun train.py\n",
+        before="export NCCL_DEBUG=INFO\ntorchrun train.py\n",
+        after=_todo("NM822", TODO_TEXT["NM822"].format(names="NCCL_DEBUG"))
+        + "export NCCL_DEBUG=INFO\ntorchrun train.py\n",
+        safety="safe",
         todo=True,
+        language="shell",
     ),
-    _rule(
-        "NM823",
-        "neuron-cc-flags",
-        "shell",
-        "`NEURON_CC_FLAGS`: each flag is reported; `--cache_dir` moves to `TORCH_NEURONX_NEFF_CACHE_DIR`.",
-        "Under torch_xla, `NEURON_CC_FLAGS` mixed compiler options with options of the compile cache "
+    Rule(
+        id="NM823",
+        name="neuron-cc-flags",
+        summary="`NEURON_CC_FLAGS`: each flag is reported; `--cache_dir` moves to `TORCH_NEURONX_NEFF_CACHE_DIR`.",
+        rationale="Under torch_xla, `NEURON_CC_FLAGS` mixed compiler options with options of the compile cache "
         "(`--cache_dir`, `--retry_failed_compilation`). TorchNeuron passes the variable to neuronx-cc and "
         "keeps its NEFF cache in `TORCH_NEURONX_NEFF_CACHE_DIR` (" + CACHE_DOC + "), so the cache directory "
         "moves there and the retry flag goes; compiler options stay, each noted for review.",
-        'export NEURON_CC_FLAGS="--model-type transformer --cache_dir=/fsx/cache"\n',
-        'export NEURON_CC_FLAGS="--model-type transformer" TORCH_NEURONX_NEFF_CACHE_DIR=/fsx/cache\n',
+        before='export NEURON_CC_FLAGS="--model-type transformer --cache_dir=/fsx/cache"\n',
+        after='export NEURON_CC_FLAGS="--model-type transformer" TORCH_NEURONX_NEFF_CACHE_DIR=/fsx/cache\n',
+        safety="unsafe",
         safety_reason="--retry_failed_compilation is dropped: a failed compile is no longer retried",
+        language="shell",
     ),
-    _rule(
-        "NM824",
-        "compile-cache-env",
-        "shell",
-        "`NEURON_COMPILE_CACHE_URL=<dir>` -> `TORCH_NEURONX_NEFF_CACHE_DIR`; an S3 URL or `CUSTOM_CACHE_REPO` "
+    Rule(
+        id="NM824",
+        name="compile-cache-env",
+        summary="`NEURON_COMPILE_CACHE_URL=<dir>` -> `TORCH_NEURONX_NEFF_CACHE_DIR`; an S3 URL or `CUSTOM_CACHE_REPO` "
         "gets a TODO.",
-        "Optimum Neuron synchronised its compile cache with a local directory, an S3 bucket or a Hub "
+        rationale="Optimum Neuron synchronised its compile cache with a local directory, an S3 bucket or a Hub "
         "repository. TorchNeuron's NEFF cache is a directory (" + CACHE_DOC + "): a local path keeps its "
         "meaning under the new name; S3 and Hub caches have no counterpart.",
-        "export NEURON_COMPILE_CACHE_URL=/fsx/neuron_cache\n",
-        "export TORCH_NEURONX_NEFF_CACHE_DIR=/fsx/neuron_cache\n",
+        before="export NEURON_COMPILE_CACHE_URL=/fsx/neuron_cache\n",
+        after="export TORCH_NEURONX_NEFF_CACHE_DIR=/fsx/neuron_cache\n",
+        safety="safe",
+        language="shell",
     ),
-    _rule(
-        "NM825",
-        "graph-extraction-env",
-        "shell",
-        "TODO: `NEURON_PARALLEL_COMPILE` settings and branches on `NEURON_EXTRACT_GRAPHS_ONLY`.",
-        "`neuron_parallel_compile` ran the script once with these set, to extract and precompile graphs "
+    Rule(
+        id="NM825",
+        name="graph-extraction-env",
+        summary="TODO: `NEURON_PARALLEL_COMPILE` settings and branches on `NEURON_EXTRACT_GRAPHS_ONLY`.",
+        rationale="`neuron_parallel_compile` ran the script once with these set, to extract and precompile graphs "
         "(NM812). Native TorchNeuron compiles on first run: the variables are never set, so a branch on "
         "them always takes its normal side. Deleting the branch is a person's call.",
-        'if [ "$NEURON_EXTRACT_GRAPHS_ONLY" = "1" ]; then MAX_STEPS=10; fi\n',
-        _todo("NM825", TODO_TEXT["NM825"].format(name="NEURON_EXTRACT_GRAPHS_ONLY"))
+        before='if [ "$NEURON_EXTRACT_GRAPHS_ONLY" = "1" ]; then MAX_STEPS=10; fi\n',
+        after=_todo("NM825", TODO_TEXT["NM825"].format(name="NEURON_EXTRACT_GRAPHS_ONLY"))
         + 'if [ "$NEURON_EXTRACT_GRAPHS_ONLY" = "1" ]; then MAX_STEPS=10; fi\n',
+        safety="safe",
         todo=True,
+        language="shell",
     ),
-    _rule(
-        "NM826",
-        "xla-bf16-shell",
-        "shell",
-        "TODO: shell `XLA_USE_BF16` / `XLA_DOWNCAST_BF16` settings.",
-        "As NM609/NM920 in Python: torch_xla cast every float tensor to bf16 when these were set; native "
+    Rule(
+        id="NM826",
+        name="xla-bf16-shell",
+        summary="TODO: shell `XLA_USE_BF16` / `XLA_DOWNCAST_BF16` settings.",
+        rationale="As NM609/NM920 in Python: torch_xla cast every float tensor to bf16 when these were set; native "
         "TorchNeuron ignores them, so the run is fp32 unless the model is loaded in bf16 or `--bf16` is passed.",
-        "export XLA_USE_BF16=1\n",
-        _todo("NM826", TODO_TEXT["NM826"].format(name="XLA_USE_BF16")) + "export XLA_USE_BF16=1\n",
+        before="export XLA_USE_BF16=1\n",
+        after=_todo("NM826", TODO_TEXT["NM826"].format(name="XLA_USE_BF16")) + "export XLA_USE_BF16=1\n",
+        safety="safe",
         todo=True,
+        language="shell",
     ),
-    _rule(
-        "NM827",
-        "optimum-cli-neuron",
-        "shell",
-        "TODO: `optimum-cli neuron consolidate` and `optimum-cli neuron cache ...`.",
-        "Consolidation merged Optimum's per-rank tensor-parallel shards; transformers' `save_pretrained` "
+    Rule(
+        id="NM827",
+        name="optimum-cli-neuron",
+        summary="TODO: `optimum-cli neuron consolidate` and `optimum-cli neuron cache ...`.",
+        rationale="Consolidation merged Optimum's per-rank tensor-parallel shards; transformers' `save_pretrained` "
         "gathers the shards of a model loaded with `DistributedConfig` into one checkpoint. The Hub compile "
         "cache commands have no TorchNeuron counterpart (" + CACHE_DOC + ").",
-        "optimum-cli neuron consolidate out/ out/consolidated\n",
-        _todo("NM827", TODO_TEXT["NM827"].format(command="consolidate", advice=CLI_ADVICE["consolidate"]))
+        before="optimum-cli neuron consolidate out/ out/consolidated\n",
+        after=_todo("NM827", TODO_TEXT["NM827"].format(command="consolidate", advice=CLI_ADVICE["consolidate"]))
         + "optimum-cli neuron consolidate out/ out/consolidated\n",
+        safety="safe",
         todo=True,
+        language="shell",
     ),
 )

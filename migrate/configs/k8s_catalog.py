@@ -6,7 +6,7 @@ allocates single NeuronCores, `aws.amazon.com/neuron` whole devices with all the
 
 from __future__ import annotations
 
-from migrate.configs.catalog import _rule, _todo
+from migrate.configs.catalog import _todo
 from migrate.configs.cluster_catalog import LNC_DOC, PLUGIN_DOC
 from migrate.registry import Rule
 
@@ -36,39 +36,41 @@ _JOB = (
 )
 
 RULES: tuple[Rule, ...] = (
-    _rule(
-        "NM828",
-        "k8s-neuron-resources",
-        "yaml",
-        "Kubernetes: `nvidia.com/gpu` limits/requests -> `aws.amazon.com/neuroncore`, with the counts explained.",
-        "The Neuron device plugin registers `aws.amazon.com/neuroncore` (single NeuronCores) and "
+    Rule(
+        id="NM828",
+        name="k8s-neuron-resources",
+        summary="Kubernetes: `nvidia.com/gpu` limits/requests -> `aws.amazon.com/neuroncore`, with the counts explained.",
+        rationale="The Neuron device plugin registers `aws.amazon.com/neuroncore` (single NeuronCores) and "
         "`aws.amazon.com/neuron` (whole devices, all their cores) (" + PLUGIN_DOC + "). One core per former "
         "GPU keeps one process per allocated accelerator, so the container's torchrun line still matches; a "
         "Trainium2 device holds 8 physical cores, paired into logical cores by the default LNC=2 ("
         + LNC_DOC
         + "), so whole devices are the other choice, which the TODO names. A manifest is a YAML document with "
         "`apiVersion` and `kind`; every document of a multi-document file is migrated.",
-        _JOB + "            nvidia.com/gpu: 8\n",
-        _JOB
+        before=_JOB + "            nvidia.com/gpu: 8\n",
+        after=_JOB
         + "            "
         + _todo("NM828", TODO_TEXT["resource"].format(count="8"))
         + "            aws.amazon.com/neuroncore: 8\n",
+        safety="unsafe",
         safety_reason="the pod gets NeuronCores instead of GPUs: memory and compute per process differ",
+        language="yaml",
     ),
-    _rule(
-        "NM829",
-        "k8s-gpu-placement",
-        "yaml",
-        "TODO: CUDA container images, GPU instance-type node selectors and NVIDIA node labels.",
-        "A CUDA image has no Neuron runtime or torch-neuronx, and a GPU instance type never schedules on "
+    Rule(
+        id="NM829",
+        name="k8s-gpu-placement",
+        summary="TODO: CUDA container images, GPU instance-type node selectors and NVIDIA node labels.",
+        rationale="A CUDA image has no Neuron runtime or torch-neuronx, and a GPU instance type never schedules on "
         "Trainium. The replacement image and node group are a person's choice, so the TODO names what to use "
         "and the value stays.",
-        _JOB.replace("resources:\n          limits:\n", "image: nvcr.io/nvidia/pytorch:24.05-py3\n"),
-        _JOB.replace(
+        before=_JOB.replace("resources:\n          limits:\n", "image: nvcr.io/nvidia/pytorch:24.05-py3\n"),
+        after=_JOB.replace(
             "resources:\n          limits:\n",
             _todo("NM829", TODO_TEXT["image"].format(image="nvcr.io/nvidia/pytorch:24.05-py3"))
             + "        image: nvcr.io/nvidia/pytorch:24.05-py3\n",
         ),
+        safety="safe",
         todo=True,
+        language="yaml",
     ),
 )

@@ -52,11 +52,18 @@ def on(
 
 
 def hooks_of(module: ModuleType) -> list[tuple[str, Hook]]:
-    """The `(node type, hook)` pairs a family module defines, in definition order."""
+    """The `(node type, hook)` pairs a family module defines, in definition order.
+
+    A family split into a folder (`migrate/rules/<family>/`, one module per sub-topic) lists its modules in its
+    `__init__`'s `PARTS`, in the order their hooks run: their hooks in that order, each module's in definition
+    order, so splitting a family changes no hook's place.
+    """
+    parts: tuple[ModuleType, ...] = getattr(module, "PARTS", (module,))
     return [
         (getattr(value, HOOK_ATTRIBUTE), value)
-        for value in vars(module).values()
-        if callable(value) and hasattr(value, HOOK_ATTRIBUTE) and getattr(value, "__module__", None) == module.__name__
+        for part in parts
+        for value in vars(part).values()
+        if callable(value) and hasattr(value, HOOK_ATTRIBUTE) and getattr(value, "__module__", None) == part.__name__
     ]
 
 

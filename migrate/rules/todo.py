@@ -14,7 +14,7 @@ from migrate.registry import Rule
 from migrate.rules.base import bnb_bits, callee_name, kwarg, on
 from migrate.rules.todo_catalogue import BNB_LEFT, CUDA_RUNTIME_MESSAGES, quantized_load_message, todo
 
-RULES: tuple[Rule, ...] = ()  # its rules (NM901-NM909) are records of the TODO catalogue
+RULES: tuple[Rule, ...] = ()  # its rules (NM901-NM909) are `Rule`s of the TODO catalogue (`todo_catalogue/cuda.py`)
 
 # top-level package imported -> TODO id
 _PACKAGES = {

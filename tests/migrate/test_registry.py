@@ -263,9 +263,15 @@ def test_every_rule_is_found_by_id_case_insensitively() -> None:
     assert get_rule("NM999") is None
 
 
+def _family(module: str) -> str:
+    """The family a hook's module belongs to: `device` for `migrate.rules.device` and `migrate.rules.device.literals`
+    alike, so splitting a family into a folder keeps its hooks' names here."""
+    return module.removeprefix("migrate.rules.").split(".")[0]
+
+
 def test_hooks_run_in_the_pinned_family_order() -> None:
     found = {
-        node: tuple(f"{hook.__module__.rpartition('.')[2]}.{hook.__name__}" for hook in hooks)
+        node: tuple(f"{_family(hook.__module__)}.{hook.__name__}" for hook in hooks)
         for node, hooks in all_hooks().items()
     }
     assert found == HOOK_ORDER
@@ -343,6 +349,23 @@ def test_a_rule_without_a_reason_for_being_unsafe_is_rejected() -> None:
         Rule(id="NM999", name="x", summary="", rationale="", before="", after="", safety="unsafe")
     with pytest.raises(ValueError, match="safety must be 'safe' or 'unsafe'"):
         Rule(id="NM999", name="x", summary="", rationale="", before="", after="", safety="maybe")  # type: ignore[arg-type]
+
+
+def test_a_todo_rule_shows_its_message_in_its_example() -> None:
+    rule = Rule(
+        id="NM999",
+        name="x",
+        summary="",
+        rationale="",
+        before="f()\n",
+        after="{t}f()\n",
+        safety="safe",
+        todo=True,
+        message="no f on Neuron",
+    )
+    assert rule.after == "# TODO(neuron-migrate NM999): no f on Neuron\nf()\n"
+    with pytest.raises(ValueError, match="NM999: only a TODO rule has a message"):
+        Rule(id="NM999", name="x", summary="", rationale="", before="", after="", safety="safe", message="m")
 
 
 def test_explain_shows_the_fix_safety() -> None:
