@@ -26,7 +26,7 @@ _TOKENS = (
     rb"(?<!super\(\))(?<!self)\.generate\(|\bpipeline\(|DataLoader\(|DataCollator\w*\(|torch\.compile\(|tf32|"
     rb"use_vllm|(?:from|import)\s+(?:vllm|deepspeed|triton|apex|unsloth|liger_kernel)\b|"
     rb"evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|"
-    rb"max_prompt_length|group_by_length|use_mps_device|\bno_cuda\b|Trainer\(|"
+    rb"max_prompt_length|group_by_length|use_mps_device|\bno_cuda\b|Trainer\(|\breport_to\s*=[^,)]*\bNone\b|"
     rb"prepare_model_for_(?:kbit|int8)_training|DataParallel|\bDDP\(|quantization_config|max_memory\s*=|"
     rb"optimum\.neuron|optimum\s+import\s+neuron|\btorch_xla\b|[\"']xla[\"':]|\bXLA_[A-Z_]+|PJRT_DEVICE|"
     rb"\b(?:tp_plan|tp_size|device_mesh|distributed_config)\s*=|NEURON_(?:CC_FLAGS|COMPILE_CACHE_URL|PARALLEL_COMPILE)|"
@@ -83,6 +83,7 @@ _LITERALS = (
     b"max_seq_length",
     b"max_prompt_length",
     b"group_by_length",
+    b"report_to",
     b"use_mps_device",
     b"Trainer(",
     b"prepare_model_for_",

@@ -210,6 +210,20 @@ def test_sft_and_grouping_reads():
     ).replace("training_args.max_seq_length", "training_args.max_length")
 
 
+def test_report_to_none_becomes_the_string_transformers_5_accepts_and_other_values_stay():
+    """transformers 5 fails on `report_to=None` (`ValueError: None is not supported`), as tloen/alpaca-lora's
+    finetune.py passes it; the prefilter lets such a file through although nothing else in it needs migrating."""
+    src = (
+        "from transformers import TrainingArguments\n"
+        'a = TrainingArguments(output_dir="o", report_to="wandb" if use_wandb else None)\n'
+        'b = TrainingArguments(output_dir="o",\n    report_to=None,\n)\n'
+        'c = TrainingArguments(output_dir="o", report_to="tensorboard")\n'
+        'd = TrainingArguments(output_dir="o", report_to=args.report_to)\n'
+        "e = dict(report_to=None)\n"
+    )
+    assert run(src) == src.replace("else None", 'else "none"').replace("report_to=None,", 'report_to="none",')
+
+
 def test_a_script_whose_only_drift_is_no_cuda_is_not_skipped_by_the_prefilter():
     src = 'from transformers import TrainingArguments\nargs = TrainingArguments(output_dir="o", no_cuda=True)\n'
     assert run(src) == src.replace("no_cuda", "use_cpu")

@@ -1,6 +1,7 @@
-"""NM701-NM708 and NM929: the constructor keywords of `*TrainingArguments`, TRL configs and
+"""NM701-NM708, NM711 and NM929: the constructor keywords of `*TrainingArguments`, TRL configs and
 trainers that transformers 5 / TRL 1.x renamed or removed (a TypeError there) become their new names or go, and
-the TRL 0.x trainer keywords TRL 1.x takes only from the config get a TODO naming the config field.
+the TRL 0.x trainer keywords TRL 1.x takes only from the config get a TODO naming the config field; `report_to=None`,
+which transformers 5 rejects, becomes its default `"none"`.
 """
 
 from __future__ import annotations
@@ -95,6 +96,21 @@ RULES: tuple[Rule, ...] = (
         safety="unsafe",
         safety_reason="prompts are no longer truncated separately from the full sequence",
     ),
+    Rule(
+        id="NM711",
+        name="report-to-none",
+        summary='`report_to=None` (or a `None` arm: `"wandb" if flag else None`) -> `report_to="none"`.',
+        rationale="transformers 4 read `report_to=None` as every installed integration; transformers 5 wraps it in a "
+        "list and the Trainer fails: `ValueError: None is not supported, only azure_ml, comet_ml, ... are "
+        'supported`. `"none"` is transformers 5\'s default, and what scripts that write `None` mean: no reporting '
+        "(tloen/alpaca-lora's finetune.py). Only a literal `None` as the keyword's value or as an arm of a "
+        "conditional is rewritten.",
+        before='args = TrainingArguments(output_dir="out", report_to="wandb" if use_wandb else None)\n',
+        after='args = TrainingArguments(output_dir="out", report_to="wandb" if use_wandb else "none")\n',
+        safety="unsafe",
+        safety_reason="transformers 4 reported to every installed integration (wandb, tensorboard, ...) for `None`; "
+        '`"none"` reports to none',
+    ),
 )
 
 
@@ -140,7 +156,7 @@ def _moved_trainer_kwargs(node: cst.Call, name: str, ctx: FileContext) -> None:
     todo(ctx, "NM929", f"TRL 1.x {name} no longer takes these keywords: " + "; ".join(parts))
 
 
-@on("Call", "NM701", "NM702", "NM703", "NM704", "NM705", "NM706", "NM707", "NM708", "NM929")
+@on("Call", "NM701", "NM702", "NM703", "NM704", "NM705", "NM706", "NM707", "NM708", "NM711", "NM929")
 def drift_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     name = callee_name(node) or ""
     if name.endswith("Trainer"):
@@ -152,6 +168,7 @@ def drift_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         return node
     if not _is_args(name):
         return node
+    node = _report_to_none(node, ctx)
     for arg in list(node.args):
         keyword = arg.keyword.value if arg.keyword is not None else None
         removed = FIELDS.get(keyword or "")
@@ -169,6 +186,29 @@ def drift_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
             node = replace_arg(node, arg, arg.with_changes(keyword=cst.Name(removed.new), value=_valued(arg, removed)))
         ctx.hit(removed.rule)
     return node
+
+
+def _report_to_none(node: cst.Call, ctx: FileContext) -> cst.Call:
+    """NM711: `report_to=None` and the `None` arms of `report_to=x if c else None` become `"none"`."""
+    arg = kwarg(node, "report_to")
+    if arg is None or not ctx.enabled("NM711"):
+        return node
+    value = _none_to_string(arg.value)
+    if value is arg.value:
+        return node
+    ctx.hit("NM711")
+    return replace_arg(node, arg, arg.with_changes(value=value))
+
+
+def _none_to_string(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`None` -> `"none"`, through the arms of conditionals; any other expression unchanged (the same object)."""
+    if type(value) is cst.Name and value.value == "None":
+        return cst.SimpleString('"none"').with_changes(lpar=value.lpar, rpar=value.rpar)
+    if type(value) is cst.IfExp:
+        body, orelse = _none_to_string(value.body), _none_to_string(value.orelse)
+        if body is not value.body or orelse is not value.orelse:
+            return value.with_changes(body=body, orelse=orelse)
+    return value
 
 
 def _valued(arg: cst.Arg, removed: Removed) -> cst.BaseExpression:
