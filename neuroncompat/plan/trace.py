@@ -117,15 +117,17 @@ class _NoHook:
 
 
 def _tracker(model: torch.nn.Module, optimizer: Any, ids: torch.Tensor) -> MemTracker:
-    """FSDPMemTracker for an FSDP2 model (it tells this rank's shards from the all-gathered copies), else
+    """FSDPMemTracker for an FSDP2 model (it tells this rank's shards from the all-gathered copies; a LoRA plan's
+    FSDP root is the transformers model inside peft's wrapper), else
     MemTracker; either counts the model, the optimizer's states and the inputs.
 
     MemTracker installs a gradient hook on every parameter a module holds, and torch refuses a hook on a tensor
     that does not require gradients: a LoRA plan's frozen base weights. They get no gradient, so each is entered
     as already hooked (MemTracker's own table of hook handles) and still counted as a parameter."""
     tracker: MemTracker
-    if isinstance(model, FSDPModule):
-        tracker = FSDPMemTracker(model, optimizer)
+    root = next((module for module in model.modules() if isinstance(module, FSDPModule)), None)  # inside peft's
+    if root is not None:
+        tracker = FSDPMemTracker(root, optimizer)
         tracker.track_inputs((ids,))
     else:
         tracker = MemTracker()
