@@ -253,3 +253,24 @@ def test_the_layout_table_plans_lora_too(small: Path) -> None:
         plan["per_core"]["categories"]["parameters"]
         == (2_873_600 * 4) + 4 * (8 * 256 + 256 * 8 + 8 * 256 + 128 * 8) * 4
     )
+
+
+@pytest.mark.parametrize("layout", [(1, 1), (2, 2)], ids=["one-core", "tp2-fsdp2"])
+def test_the_trace_keeps_memtrackers_own_step_peak(layout: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trace drops MemTracker's per-module peaks, most of its CPU time (neuroncompat/plan/trace.py); the step's
+    peak, its split by category, each phase's peak and the largest tensors are what MemTracker computes with them."""
+    import dataclasses
+    import importlib
+
+    from transformers import LlamaConfig
+
+    from neuroncompat.plan.parallel import Layout
+    from neuroncompat.plan.settings import PlanSettings
+
+    traced = importlib.import_module("neuroncompat.plan.trace")
+    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=256)  # fmt: skip
+    settings = PlanSettings(batch_size=2, seq_len=32, gradient_checkpointing=True)
+    fast = traced.trace(config, settings, Layout(*layout))
+    monkeypatch.setattr(traced, "_track_the_step_peak_only", lambda tracker: None)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(traced.trace(config, settings, Layout(*layout)))

@@ -1,0 +1,45 @@
+"""One rank of ``bench_plan.py --only tp`` and ``--only fsdp``: the planned step run for real, sharded, on the
+simulated device.
+
+``torchrun --nproc_per_node=N bench/plan_rank.py OUT_PREFIX SPEC`` with the simulator on (``NEURONCOMPAT_SIMULATE=1``);
+SPEC is JSON: the Llama config's ``shape``, ``batch``, ``seq``, ``autocast`` (null or "bf16"), ``checkpointing``,
+``tp`` and ``fsdp``. transformers sets up the process group and meshes as ``from_pretrained`` does for
+``DistributedConfig(tp_size=tp, fsdp_size=fsdp)``, the model is built from the config and sharded by its TP and FSDP
+plans (:func:`neuroncompat.plan.step.build_model`, the plan's own code), and each rank writes its peak by the end
+of each phase (``max_memory_allocated`` of its own core) to ``OUT_PREFIX.RANK.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import neuroncompat  # noqa: F401  (the shim and the simulated device, as a user's script starts them)
+
+
+def main() -> None:
+    import torch.distributed as dist
+    from transformers import LlamaConfig, PreTrainedModel
+    from transformers.distributed import DistributedConfig
+
+    from neuroncompat.plan.measure import measure
+    from neuroncompat.plan.settings import PlanSettings
+
+    prefix, spec = sys.argv[1], json.loads(sys.argv[2])
+    settings = PlanSettings(
+        batch_size=spec["batch"],
+        seq_len=spec["seq"],
+        autocast=spec["autocast"],
+        gradient_checkpointing=spec["checkpointing"],
+    )
+    distributed = DistributedConfig(tp_size=spec["tp"], fsdp_size=spec["fsdp"])
+    config, _, meshes = PreTrainedModel.prepare_distribute_model(distributed)
+    peaks = measure(LlamaConfig(**spec["shape"]), settings, int(os.environ["LOCAL_RANK"]), (config, meshes))
+    Path(f"{prefix}.{dist.get_rank()}.json").write_text(json.dumps(peaks))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
