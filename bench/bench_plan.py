@@ -17,8 +17,10 @@ count, without and with gradient checkpointing, up to the smallest that fits) in
 wall and CPU seconds (the workers' included) and the table. Target (issue #42): under 10 minutes on 2 cores.
 
 TP accuracy (``--only tp``): the 4-layer hidden-256 Llama at 2 x 128 with TP=2, planned (rank 0, fake process
-group) and run for real under ``torchrun`` on two simulated cores (``bench/plan_tp_rank.py``, the plan's own step
+group) and run for real under ``torchrun`` on two simulated cores (``bench/plan_rank.py``, the plan's own step
 code sharded by transformers' TP plan); each rank's measured peak by the end of each phase against the plan's.
+FSDP accuracy (``--only fsdp``): the same for FSDP 2 (transformers' FSDP plan, FSDP2), on the tiny Llama at 2 x 32
+and the 12-layer hidden-512 Llama at 1 x 512.
 
 Script (``--only script``): the same 8B-shaped step written as a user's plain training loop and planned with
 ``neuroncompat plan -- python loop.py`` (the script's ``from_pretrained`` builds the model from the config on fake
@@ -27,7 +29,7 @@ tensors): wall and CPU seconds, peak RSS, and its peak against ``plan MODEL``'s 
 Graphs (``--only graphs``): the same 8B-shaped step with ``--graphs`` (Dynamo traces ``torch.compile(model)`` on
 fake inputs with the dry run's neuron backend): wall and CPU seconds, peak RSS, the graph count.
 
-Run: ``python bench/bench_plan.py [--only accuracy|speed|table|tp|script|graphs] [--json]``
+Run: ``python bench/bench_plan.py [--only accuracy|speed|table|tp|fsdp|script|graphs] [--json]``
 """
 
 from __future__ import annotations
@@ -156,44 +158,65 @@ def graphs() -> dict[str, Any]:
     return {**took, "graphs": report["graphs"]}
 
 
-def tp_accuracy() -> list[dict[str, Any]]:
-    """One row per setting: the TP=2 plan's rank-0 peak per phase and each rank's measured one under torchrun."""
+def _sharded_run(spec: dict[str, Any]) -> list[dict[str, int]]:
+    """Each rank's measured peak by the end of each phase: ``spec``'s step under ``torchrun`` on ``tp x fsdp``
+    simulated cores (``bench/plan_rank.py``)."""
     import os
     import socket
     from pathlib import Path
 
+    ranks = spec["tp"] * spec["fsdp"]
+    with tempfile.TemporaryDirectory() as folder, socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+        free.close()
+        prefix = str(Path(folder) / "rank")
+        rank_script = str(Path(__file__).with_name("plan_rank.py"))
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ranks), "--master_port",
+                   port, rank_script, prefix, json.dumps(spec)]  # fmt: skip
+        env = {**os.environ, "NEURONCOMPAT_SIMULATE": "1", "HF_HUB_OFFLINE": "1"}
+        subprocess.run(command, check=True, capture_output=True, env=env, timeout=900)
+        return [json.loads(Path(f"{prefix}.{rank}.json").read_text()) for rank in range(ranks)]
+
+
+def _worst(planned: dict[str, int], measured: list[dict[str, int]]) -> float:
+    """The largest relative error of the planned peaks against any rank's measured ones, over the phases."""
+    return max(abs(planned[p] - m[p]) / m[p] for m in measured for p in m)
+
+
+def sharded_accuracy(models: list[str], tp: int, fsdp: int) -> list[dict[str, Any]]:
+    """One row per (model, setting): the plan's rank-0 peak per phase for ``tp x fsdp`` (fake process group) and
+    each rank's measured one under torchrun."""
     from transformers import LlamaConfig
 
     from neuroncompat.plan.parallel import Layout
     from neuroncompat.plan.settings import PlanSettings
     from neuroncompat.plan.trace import trace
 
-    shape = MODELS["4 layers, h256, 2x128"][0]
     rows = []
-    for autocast in (None, "bf16"):
-        for checkpointing in (False, True):
-            settings = PlanSettings(batch_size=2, seq_len=128, autocast=autocast, gradient_checkpointing=checkpointing)
-            planned = trace(LlamaConfig(**shape), settings, Layout(tp=2)).phase_peaks
-            with tempfile.TemporaryDirectory() as folder, socket.socket() as free:
-                free.bind(("127.0.0.1", 0))
-                port = str(free.getsockname()[1])
-                free.close()
-                prefix = str(Path(folder) / "rank")
-                rank_script = str(Path(__file__).with_name("plan_tp_rank.py"))
-                command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                           port, rank_script, prefix, autocast or "-", "on" if checkpointing else "off"]  # fmt: skip
-                env = {**os.environ, "NEURONCOMPAT_SIMULATE": "1", "HF_HUB_OFFLINE": "1"}
-                subprocess.run(command, check=True, capture_output=True, env=env, timeout=900)
-                measured = [json.loads(Path(f"{prefix}.{rank}.json").read_text()) for rank in (0, 1)]
-            error = max(abs(planned[p] - m[p]) / m[p] for m in measured for p in m)
-            rows.append({"autocast": autocast or "-", "checkpointing": checkpointing, "planned": planned,
-                         "measured": measured, "worst_error": error})  # fmt: skip
+    for name in models:
+        shape, batch, seq = MODELS[name]
+        for autocast in (None, "bf16"):
+            for checkpointing in (False, True):
+                settings = PlanSettings(
+                    batch_size=batch, seq_len=seq, autocast=autocast, gradient_checkpointing=checkpointing
+                )
+                planned = trace(LlamaConfig(**shape), settings, Layout(tp=tp, fsdp=fsdp)).phase_peaks
+                spec = {"shape": shape, "batch": batch, "seq": seq, "autocast": autocast,
+                        "checkpointing": checkpointing, "tp": tp, "fsdp": fsdp}  # fmt: skip
+                measured = _sharded_run(spec)
+                row = {"layout": f"TP={tp}" if fsdp == 1 else f"FSDP={fsdp}", "model": name,
+                       "autocast": autocast or "-", "checkpointing": checkpointing, "planned": planned,
+                       "measured": measured, "worst_error": _worst(planned, measured)}  # fmt: skip
+                # and again without the simulator keeping the last collective's tensors alive (bench/plan_rank.py)
+                released = _sharded_run({**spec, "release_collectives": True})
+                rows.append(row | {"measured_released": released, "worst_error_released": _worst(planned, released)})
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["accuracy", "speed", "table", "tp", "script", "graphs"])
+    parser.add_argument("--only", choices=["accuracy", "speed", "table", "tp", "fsdp", "script", "graphs"])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result: dict[str, Any] = {}
@@ -204,7 +227,9 @@ def main() -> None:
     if args.only in (None, "accuracy"):
         result["accuracy"] = accuracy()
     if args.only in (None, "tp"):
-        result["tp"] = tp_accuracy()
+        result["tp"] = sharded_accuracy(["4 layers, h256, 2x128"], tp=2, fsdp=1)
+    if args.only in (None, "fsdp"):
+        result["fsdp"] = sharded_accuracy(["tiny (2 layers, h64), 2x32", "12 layers, h512, 1x512"], tp=1, fsdp=2)
     if args.only in (None, "script"):
         result["script"] = script()
     if args.only in (None, "graphs"):
@@ -239,13 +264,14 @@ def main() -> None:
             )
             print(f"8B-shaped {name}: {r['seconds']:.1f} s ({r['cpu_seconds']:.1f} s CPU), peak RSS "
                   f"{r['peak_rss_bytes'] / (1 << 30):.2f} GiB, exit {r['exit_code']}, {figures}")  # fmt: skip
-    for row in result.get("tp", []):
+    for row in [*result.get("tp", []), *result.get("fsdp", [])]:
         cells = " | ".join(
             f"{row['planned'][p] / mib:.2f} / {' , '.join(f'{m[p] / mib:.2f}' for m in row['measured'])}"
             for p in ("forward", "backward", "optimizer")
         )
-        print(f"| TP=2 | {row['autocast']} | {'on' if row['checkpointing'] else 'off'} | {cells} | "
-              f"{100 * row['worst_error']:.2f}% |")  # fmt: skip
+        released = f" ({100 * row['worst_error_released']:.2f}% released)"
+        print(f"| {row['layout']} | {row['model']} | {row['autocast']} | {'on' if row['checkpointing'] else 'off'} | "
+              f"{cells} | {100 * row['worst_error']:.2f}%{released} |")  # fmt: skip
     for row in result.get("accuracy", []):
         cells = " | ".join(
             f"{row['planned'][p] / mib:.1f} / {row['measured'][p] / mib:.1f}"

@@ -216,5 +216,61 @@ def test_lora_trains_adapters_over_a_frozen_base_with_real_peft(small: Path) -> 
     assert "train, LoRA r=8, fp32; batch 2 x 128 tokens" in markdown and "| at the peak | size |" in markdown
     result = run_plan(str(small), "--lora-r", "8", "--lora-target", "no_such_proj")
     assert result.exit_code == 2 and "peft cannot add LoRA adapters" in result.output
-    result = run_plan(str(small), "--lora-r", "8", "--fsdp", "2")
-    assert result.exit_code == 2 and "LoRA is planned on one core in this version" in result.output
+
+
+def test_lora_under_tp_and_fsdp_shards_the_adapters_with_their_base_layers(tmp_path: Path) -> None:
+    """Rank 0 of TP 2 x FSDP 2: peft shards each adapter by its base layer's TP plan (a column-parallel q_proj's or
+    v_proj's lora_B by rows, lora_A whole), then FSDP2 halves everything; the frozen base keeps no optimizer state."""
+    model = llama_config(tmp_path, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=1000)  # fmt: skip
+
+    def plan(*extra: str) -> dict:
+        result = run_plan(str(model), "--batch-size", "2", "--seq-len", "64", "--tp", "2", "--fsdp", "2",
+                          "--format", "json", *extra)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        document = json.loads(result.output)
+        jsonschema.validate(document, SCHEMA)
+        return document["per_core"]["categories"]
+
+    full, lora = plan(), plan("--lora-r", "8")
+    # per layer: q_proj A 8 x 128 and B 64 x 8 (half of 128 rows), v_proj A 8 x 128 and B 32 x 8 (half of 64)
+    adapters = 2 * (8 * 128 + 64 * 8 + 8 * 128 + 32 * 8) * 4 // 2  # fp32, halved by FSDP
+    assert lora["parameters"] == full["parameters"] + adapters
+    assert lora["gradients"] <= adapters and lora["optimizer_states"] <= 3 * adapters, "the base is frozen"
+    assert lora["all_gather"] > 0, "FSDP all-gathers the frozen base layer by layer"
+
+
+def test_the_layout_table_plans_lora_too(small: Path) -> None:
+    """A step that fits one core in both columns: the table is that core alone, planned with the adapters."""
+    result = run_plan(str(small), "--batch-size", "2", "--seq-len", "128", "--lora-r", "8", "--layouts",
+                      "--format", "json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    jsonschema.validate(plan, SCHEMA)
+    assert [(row["tp"], row["fsdp"]) for row in plan["layouts"]["rows"]] == [(1, 1)]
+    assert plan["per_core"]["peak_bytes"] == plan["layouts"]["rows"][0]["plain"]["peak_bytes"]
+    assert (
+        plan["per_core"]["categories"]["parameters"]
+        == (2_873_600 * 4) + 4 * (8 * 256 + 256 * 8 + 8 * 256 + 128 * 8) * 4
+    )
+
+
+@pytest.mark.parametrize("layout", [(1, 1), (2, 2)], ids=["one-core", "tp2-fsdp2"])
+def test_the_trace_keeps_memtrackers_own_step_peak(layout: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trace drops MemTracker's per-module peaks, most of its CPU time (neuroncompat/plan/trace.py); the step's
+    peak, its split by category, each phase's peak and the largest tensors are what MemTracker computes with them."""
+    import dataclasses
+    import importlib
+
+    from transformers import LlamaConfig
+
+    from neuroncompat.plan.parallel import Layout
+    from neuroncompat.plan.settings import PlanSettings
+
+    traced = importlib.import_module("neuroncompat.plan.trace")
+    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=256)  # fmt: skip
+    settings = PlanSettings(batch_size=2, seq_len=32, gradient_checkpointing=True)
+    fast = traced.trace(config, settings, Layout(*layout))
+    monkeypatch.setattr(traced, "_track_the_step_peak_only", lambda tracker: None)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(traced.trace(config, settings, Layout(*layout)))

@@ -16,7 +16,7 @@ from click.testing import Result
 from helpers import REPO
 from plan_cli import SCHEMA, SMALL, llama_config, run_plan
 
-from neuroncompat.plan.report import render_text
+from neuroncompat.plan.report import render_markdown, render_text
 
 SCRIPTS = REPO / "tests" / "plan_scripts"
 
@@ -118,6 +118,29 @@ def test_a_generate_script_is_planned_as_plan_model_plans_a_generation(small: Pa
     (answered,) = script["script"]["answered_reads"]
     assert answered["site"].startswith("transformers/generation/utils.py:") and "finished" in answered["why"]
     assert "script: stopped after the first decode step, at train.py:9" in render_text(script)
+
+
+def test_a_peft_lora_script_is_planned_as_plan_model_lora_plans_the_same_step(tmp_path: Path) -> None:
+    """peft's adapters on the script's fake model are fake too: the step is plan MODEL's ``--lora-r 8`` step."""
+    tiny = llama_config(tmp_path, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, vocab_size=256)  # fmt: skip
+    script = _json(run_plan("--format", "json", "--", "python", str(SCRIPTS / "lora.py"), str(tiny), "2", "32"))
+    model = _json(run_plan(str(tiny), "--batch-size", "2", "--seq-len", "32", "--lora-r", "8", "--lora-target",
+                           "q_proj", "--lora-target", "v_proj", "--format", "json"))  # fmt: skip
+    assert script["settings"] == model["settings"], "the rank and targets of the script's LoraConfig"
+    assert script["per_core"]["categories"]["parameters"] == model["per_core"]["categories"]["parameters"]
+    for phase, peak in model["per_core"]["phase_peaks"].items():
+        assert abs(script["per_core"]["phase_peaks"][phase] - peak) <= 8, phase  # the script's loss, kept alive
+    assert "train, LoRA r=8, fp32; batch 2 x 32 tokens" in render_markdown(script)
+
+
+def test_a_real_parameter_added_after_loading_exits_2_naming_it(small: Path, tmp_path: Path) -> None:
+    body = (
+        "model.probe = torch.nn.Linear(4, 4)\nids = torch.randint(0, 1000, (1, 8))\nmodel(input_ids=ids, labels=ids)\n"
+    )
+    result = run_plan("--", "python", str(_script(tmp_path, body)), str(small))
+    assert result.exit_code == 2, result.output
+    assert "train.py:9: the model's parameter probe.weight is a real tensor" in result.output
 
 
 def test_a_value_that_decides_the_scripts_control_flow_exits_2_naming_the_line(small: Path) -> None:

@@ -43,12 +43,6 @@ def plan(
     layout = layout or Layout()
     if settings.task == "generate" and layout.fsdp > 1:
         raise PlanInputError("--fsdp shards a training step's states; a generation plan takes --tp only")
-    if settings.lora_r and (layout.cores > 1 or table):
-        raise PlanInputError(
-            "LoRA is planned on one core in this version: under TP, peft's adapters are plain tensors beside the "
-            "DTensor-sharded base layers (torch refuses to mix them in one matmul), and FSDPMemTracker installs a "
-            "gradient hook on the frozen base weights, which torch refuses"
-        )
     if table and (settings.task != "train" or layout.cores > 1):
         raise PlanInputError("--layouts searches the layouts of a training step; give it without --tp, --fsdp")
     if graphs and (layout.cores > 1 or table):

@@ -7,6 +7,12 @@ mode holds a weak reference to it: "Cannot swap t1 because it has weakref associ
 its adapters are built on the meta device, where peft's moves work and no memory is used, and then each parameter
 and buffer is replaced by an empty one on the planned device (:func:`materialize`): under the plan's fake mode a
 fake tensor, on the simulated device a real one. Shared parameters (tied embeddings) stay shared.
+
+With a parallel layout the order is a script's: transformers' TP plan shards the base on meta (DTensor, as
+``from_pretrained(distributed_config=...)`` does), peft then adds the adapters and shards them by the same plan
+(peft's own DTensor TP support: a column-parallel layer's ``lora_B`` is split by rows, a row-parallel layer's
+``lora_A`` by columns), :func:`materialize` gives every DTensor an empty local shard, and FSDP2 shards the whole,
+adapters included (:func:`neuroncompat.plan.parallel.shard_states`), as accelerate wraps a peft model.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from neuroncompat.plan.settings import PlanInputError, PlanSettings
 
@@ -36,7 +43,7 @@ def materialize(model: torch.nn.Module, device: str | torch.device) -> torch.nn.
 
     def empty(tensor: torch.Tensor, parameter: bool) -> torch.Tensor:
         if id(tensor) not in made:
-            new = torch.empty(tensor.shape, dtype=tensor.dtype, device=device)
+            new = _empty_like(tensor, device)
             made[id(tensor)] = torch.nn.Parameter(new, requires_grad=tensor.requires_grad) if parameter else new
         return made[id(tensor)]
 
@@ -48,3 +55,18 @@ def materialize(model: torch.nn.Module, device: str | torch.device) -> torch.nn.
             if buffer is not None:
                 module._buffers[name] = empty(buffer, parameter=False)
     return model
+
+
+def _empty_like(tensor: torch.Tensor, device: str | torch.device) -> torch.Tensor:
+    """An empty tensor of ``tensor``'s shape and dtype on ``device``; for a DTensor (a TP-sharded weight) a DTensor of
+    the same placements whose local shard is empty on ``device``."""
+    from torch.distributed.tensor import DTensor
+
+    if not isinstance(tensor, DTensor):
+        return torch.empty(tensor.shape, dtype=tensor.dtype, device=device)
+    with unset_fake_temporarily():  # the meta shard's shape; a view op the fake mode would refuse on a meta tensor
+        shape = tensor.to_local().shape
+    local = torch.empty(shape, dtype=tensor.dtype, device=device)
+    return DTensor.from_local(
+        local, tensor.device_mesh, tensor.placements, run_check=False, shape=tensor.shape, stride=tensor.stride()
+    )

@@ -89,15 +89,36 @@ def fake_world(layout: Layout) -> Iterator[Any]:
         dist.destroy_process_group()
 
 
-def distribute(model: Any, world: Any) -> Any:
-    """``model`` sharded by transformers' TP and FSDP plans, as ``from_pretrained(distributed_config=...)`` does."""
+def distribute(model: Any, world: Any, fsdp: bool = True) -> Any:
+    """``model`` sharded by transformers' TP and FSDP plans, as ``from_pretrained(distributed_config=...)`` does;
+    with ``fsdp`` False by its TP plan alone (a LoRA plan shards the states once peft has added the adapters,
+    :func:`shard_states`)."""
     if world is None:
         return model
     config, meshes = world
+    if not fsdp:
+        from transformers.distributed import DistributedConfig
+
+        config = DistributedConfig(tp_size=config.tp_size)
     try:
         return type(model).maybe_distribute_model(model, config, meshes)
     except ValueError as exc:  # a model with no TP or FSDP plan: transformers names what is missing
         raise PlanInputError(f"transformers cannot shard this model: {exc}") from exc
+
+
+def shard_states(model: Any, world: Any) -> None:
+    """FSDP2 over ``model`` (a transformers model its TP plan already sharded) by transformers' FSDP plan, as
+    :func:`distribute` would have applied it: what a LoRA plan does after peft has added the adapters, so that
+    FSDP shards them with the frozen base (accelerate's FSDP2 path wraps a peft model the same way, after peft).
+    Nothing for one core or no FSDP."""
+    if world is None or world[0].dp_size == 1:
+        return
+    from transformers.distributed.fsdp import apply_fully_sharded_data_parallelism
+
+    config, meshes = world
+    model.config.distributed_config = config
+    _, _, fsdp_plan = model._resolve_parallel_plans(config)
+    apply_fully_sharded_data_parallelism(model, meshes, fsdp_plan, {})
 
 
 @contextlib.contextmanager

@@ -160,6 +160,17 @@ def _run(command: Command, watch: StepWatch) -> None:
         )
 
 
+def _lora(model: Any) -> dict[str, Any]:
+    """The rank and target modules of the LoRA adapters peft added to the script's model (none: full fine-tuning),
+    under the settings' names."""
+    configs = getattr(model, "peft_config", None)
+    lora = next((c for c in configs.values() if hasattr(c, "r")), None) if isinstance(configs, dict) else None
+    if lora is None:
+        return {}
+    targets = lora.target_modules
+    return {"lora_r": int(lora.r), "lora_targets": [targets] if isinstance(targets, str) else sorted(targets or ())}
+
+
 def plan_script(argv: Sequence[str], instance: str = "trn2") -> dict:
     """The plan document (neuroncompat/plan/report.py) of the script's first training step (or generation) on one
     core."""
@@ -204,6 +215,7 @@ def plan_script(argv: Sequence[str], instance: str = "trn2") -> dict:
         gradient_checkpointing=observed["gradient_checkpointing"],
         task=watch.task,
         max_new_tokens=observed.get("max_new_tokens", PlanSettings.max_new_tokens),
+        **_lora(model),
     )
     config = getattr(model, "config", None)
     document = report.build(

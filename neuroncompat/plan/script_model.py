@@ -11,11 +11,18 @@ One of torch's own paths needs help: ``Module.to`` / ``.half()`` / ``.cuda()`` (
 parameter for its converted copy, and torch refuses the swap while the fake mode holds a weak reference to it
 (neuroncompat/plan/lora.py met the same). A module holding fake parameters is converted by putting new
 parameters in place instead, tied parameters kept tied, which is what ``_apply`` does for a plain tensor.
+
+peft's adapters (``get_peft_model``, ``model.add_adapter``) are made on a fake model inside the same mode, so they
+are fake too, full size and free: peft builds them with ``nn.Linear`` between the script's lines, where they would
+be real tensors beside a fake base (and a real optimizer state), so its ``BaseTuner.inject_adapter`` runs in the
+fake mode when the model it adapts is fake. peft's own moves and casts of the new adapters (``Module.to``) then
+take the path above.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,8 +121,33 @@ def fake_models(mode: FakeTensorMode) -> Iterator[Built]:
     PreTrainedModel._from_config = classmethod(fake_from_config)
     torch.nn.Module._apply = converted  # type: ignore[method-assign]
     try:
-        yield built
+        with _fake_adapters(mode):
+            yield built
     finally:
         PreTrainedModel.from_pretrained = from_pretrained
         PreTrainedModel._from_config = from_config
         torch.nn.Module._apply = apply  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _fake_adapters(mode: FakeTensorMode) -> Iterator[None]:
+    """While entered, peft adds its adapters to a fake model in ``mode`` (module docstring); nothing where peft is
+    not installed."""
+    if importlib.util.find_spec("peft") is None:
+        yield
+        return
+    from peft.tuners.tuners_utils import BaseTuner
+
+    inject = BaseTuner.inject_adapter
+
+    def injected(self: Any, model: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
+        if not is_fake_model(model, mode):
+            return inject(self, model, *args, **kwargs)
+        with mode:
+            return inject(self, model, *args, **kwargs)
+
+    BaseTuner.inject_adapter = injected  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        BaseTuner.inject_adapter = inject  # type: ignore[method-assign]

@@ -80,8 +80,9 @@ class StepWatch:
                 stopped_at(
                     self.script,
                     reader(),
-                    f"the model's parameter {real[0]} is a real tensor, made after from_pretrained/from_config "
-                    "(peft's adapters are); this version plans a model whose parameters all come from its config",
+                    f"the model's parameter {real[0]} is a real tensor, added after from_pretrained/from_config and "
+                    "not by peft; the plan makes a model's parameters fake only where they come from its config or "
+                    "are peft's adapters",
                 )
             )
         ids = kwargs.get("input_ids")

@@ -28,8 +28,10 @@ def build_model(config: Any, settings: PlanSettings, device: str | torch.device,
     model: Any
     if settings.lora_r:  # built on meta, outside the fake mode, then given empty tensors (neuroncompat/plan/lora.py)
         with unset_fake_temporarily(), torch.device("meta"):
-            model = lora.wrap(AutoModelForCausalLM.from_config(config, dtype=DTYPES[settings.dtype]), settings)
-        model = lora.materialize(model, device)  # one core only: neuroncompat.plan.plan refuses LoRA with a layout
+            model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[settings.dtype])
+            model = lora.wrap(parallel.distribute(model, world, fsdp=False), settings)
+        model = lora.materialize(model, device)
+        parallel.shard_states(model.get_base_model(), world)
     else:
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(config, dtype=DTYPES[settings.dtype])
