@@ -285,7 +285,6 @@ def test_every_family_declares_its_rules_as_data() -> None:
 
 
 UNSAFE_IDS = [
-    "NM102",
     "NM105",
     "NM131",
     "NM133",

@@ -26,8 +26,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM102",
         name="device-literal",
-        safety="unsafe",
-        safety_reason='a `torch.Generator(device="cuda")` becomes a CPU generator, so seeded random streams differ',
+        safety="safe",
         summary='`"cuda"`/`"cuda:N"`/`f"cuda:{r}"` in device positions -> `neuron`.',
         rationale="Device positions are `.to(...)`, `device=`, `torch.device(...)`, `map_location=`, "
         "assignments to device-named variables (`device`, `DEVICE`, `*_device`, `device_type`), "
@@ -35,7 +34,7 @@ RULES: tuple[Rule, ...] = (
         "of truth, so later `.to(device)` calls need no change. Conditional arms are rewritten "
         "together with their `torch.cuda.is_available()` guard (NM104), never folded to CPU. "
         "Strings elsewhere (prints, logs, comments) are prose and never touched. "
-        '`torch.Generator(device="cuda")` becomes a CPU generator, which diffusers and samplers accept. '
+        '`torch.Generator(device="cuda")` is NM131\'s (a CPU generator, which changes seeded streams). '
         'A rank as the index (`f"cuda:{local_rank}"`, `torch.device("cuda", rank)`) is dropped: the '
         'index-less `"neuron"` is each rank\'s own core under either reading of per-rank visibility '
         "(NM101); a literal index stays. Where the file reads a device's `.index` (`dist.barrier(device_ids="
@@ -112,6 +111,17 @@ def _fstring(prefix: str, expr: cst.BaseExpression) -> cst.FormattedString:
     )
 
 
+def cpu_generator_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    """NM131's keyword form in any script: `torch.Generator(device="cuda")` -> `device="cpu"` (never a neuron one).
+
+    A setting ahead of NM102's, so that the one rewrite a reviewer must look at (other random streams) is counted
+    under the unsafe rule it belongs to, and NM102's device renames stay safe."""
+    if ctx.callee != "Generator" or type(node) is not cst.SimpleString:
+        return None
+    text = string_value(node)
+    return with_string_value(node, "cpu") if text is not None and neuron_text(text) is not None else None
+
+
 def device_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
     """The leaf rewrite for device values: plain strings and f-strings starting with `cuda`."""
     if type(node) is cst.SimpleString:
@@ -119,8 +129,6 @@ def device_literal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpres
         new = neuron_text(text) if text is not None else None
         if new is None:
             return None
-        if ctx.callee == "Generator":
-            return with_string_value(node, "cpu")
         return with_string_value(node, new)
     if type(node) is cst.FormattedString and node.parts:
         first = node.parts[0]

@@ -17,7 +17,14 @@ from migrate.rules.base import (
     string_value,
     with_string_value,
 )
-from migrate.rules.device.literals import _DEVICE_NAMES, _DEVICE_VALUE_NAMES, _fstring, device_literal, is_rank
+from migrate.rules.device.literals import (
+    _DEVICE_NAMES,
+    _DEVICE_VALUE_NAMES,
+    _fstring,
+    cpu_generator_literal,
+    device_literal,
+    is_rank,
+)
 from migrate.rules.settings import setting, through
 
 RULES: tuple[Rule, ...] = (
@@ -51,6 +58,7 @@ def _pipeline_ordinal(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExp
     return None
 
 
+setting("NM131", r"device", through(cpu_generator_literal), assign=False)
 setting("NM102", _DEVICE_NAMES, through(device_literal))
 
 

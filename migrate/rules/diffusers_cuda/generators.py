@@ -29,15 +29,16 @@ RULES: tuple[Rule, ...] = (
         id="NM131",
         name="cpu-generator",
         safety="unsafe",
-        safety_reason="the CPU generator's stream differs from CUDA's: the same seed gives other images",
+        safety_reason="the CPU generator's stream differs from CUDA's: the same seed draws other numbers (other images)",
         summary='`torch.Generator("cuda")` and, in diffusers scripts, `torch.Generator(device=<any device>)` -> '
         '`torch.Generator("cpu")`.',
         rationale="diffusers' `randn_tensor` samples on the CPU when the target is a NeuronCore but keeps the "
         "generator it was given, so a neuron generator (`torch.Generator(device=accelerator.device)`, the "
         "form in 26 of diffusers' 27 core training scripts) crashes it, and a CUDA one cannot be created "
         "without CUDA. A CPU generator is what diffusers reads on Neuron, and it draws the same noise on "
-        'every rank, which tensor parallelism needs. The positional `"cuda"` form is rewritten in any '
-        "script (as NM102 does the keyword form); device variables and `neuron` only in diffusers scripts. "
+        'every rank, which tensor parallelism needs. A `"cuda"` literal, positional or `device=`, is rewritten in '
+        "any script (the keyword form by the device family's settings, ahead of NM102); device variables and "
+        "`neuron` only in diffusers scripts. "
         "A generator the script also passes to `torch.rand*(..., device=...)` draws is kept, with a note: "
         "a CPU generator cannot feed a device draw.",
         before='import torch\nfrom diffusers import DiffusionPipeline\ng = torch.Generator("cuda").manual_seed(0)\n'
