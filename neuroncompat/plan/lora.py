@@ -17,6 +17,7 @@ adapters included (:func:`neuroncompat.plan.parallel.shard_states`), as accelera
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -32,7 +33,11 @@ def wrap(model: torch.nn.Module, settings: PlanSettings) -> Any:
 
     targets = list(settings.lora_targets) or None
     try:
-        return get_peft_model(model, LoraConfig(r=settings.lora_r or 8, target_modules=targets))
+        with warnings.catch_warnings():
+            # peft 0.22 reads `model.is_gradient_checkpointing`, which transformers 5 deprecates with a FutureWarning:
+            # printed above the plan's verdict, about a call the user never made
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            return get_peft_model(model, LoraConfig(r=settings.lora_r or 8, target_modules=targets))
     except ValueError as exc:  # a target that matches no module, a model type peft has no default for
         raise PlanInputError(f"peft cannot add LoRA adapters to this model: {exc}") from exc
 
