@@ -27,6 +27,7 @@ from migrate.names import ImportMap
 from migrate.options import Options
 from migrate.parser_limits import cpython_tree
 from migrate.prefilter import code_lines, docstring_lines, may_need_migration
+from migrate.render import render
 from migrate.results import FileResult, Finding, Rewrite, TextChange, find_todos
 from migrate.rule_families import ALL, active_families, rules_off, statement_tokens
 from migrate.statement_lines import statement_lines
@@ -173,7 +174,12 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
         new_module = imported
     elif not transformer.rewrote:  # no node replaced: the tree is the parsed one, and libcst renders it as parsed
         return FileResult(path, "unchanged", todos=find_todos(text))
-    new_bytes = new_module.bytes
+    # CPython's lines are libcst's where no lone carriage return (a line break to CPython only) is in the file
+    lines = spans if spans is not None and data.count(b"\r") == data.count(b"\r\n") else None
+    # the statements the traversal kept are copied from the source, the rest rendered (`migrate.render`)
+    new_bytes = (new_module.code if lines is None else render(new_module, module, lines, text)).encode(
+        new_module.encoding
+    )
     if new_bytes == data:
         return FileResult(path, "unchanged", todos=find_todos(text))
     try:
@@ -197,7 +203,7 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
         "changed",
         new=new_bytes,
         hits=root.hits,
-        rewrites=_rewrites(module, root.hits, root.sites, spans if data.count(b"\r") == data.count(b"\r\n") else None),
+        rewrites=_rewrites(module, root.hits, root.sites, lines),
         todos=find_todos(new_text),
         warnings=[Finding(rule_id, message) for rule_id, message in root.warnings],
         changes=[TextChange(text, new_text)],
