@@ -26,7 +26,7 @@ from migrate.markers import SKIP_FILE, without_todos
 from migrate.names import ImportMap
 from migrate.options import Options
 from migrate.parser_limits import cpython_tree
-from migrate.prefilter import code_lines, docstring_lines, may_need_migration
+from migrate.prefilter import code_lines, docstring_lines, may_need_migration, only_forwarding_generate
 from migrate.render import render
 from migrate.results import FileResult, Finding, Rewrite, TextChange, find_todos
 from migrate.rule_families import ALL, active_families, rules_off, statement_tokens
@@ -122,6 +122,8 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
             prose = docstring_lines(tree) if tree is not None else set()
     if prose:
         rules_may_apply = may_need_migration(data, prose)
+    if rules_may_apply and options.prefilter and tree is not None and only_forwarding_generate(data, prose, tree):
+        rules_may_apply = False  # library code handing its settings on to a submodel's `generate`
     # where each statement is, for the statements the traversal need not visit (none without the prefilter)
     spans = None
     if options.prefilter:
