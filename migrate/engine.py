@@ -22,7 +22,7 @@ from migrate.cold_statements import Span, cold_statements, statement_spans
 from migrate.context import FileContext
 from migrate.facts import FileFacts, wants_shim
 from migrate.imports import SHIM, add_imports
-from migrate.markers import SKIP_FILE, without_todos
+from migrate.markers import SKIP_FILE, TODO_PREFIX, without_todos
 from migrate.names import ImportMap
 from migrate.options import Options
 from migrate.parser_limits import cpython_tree
@@ -33,6 +33,7 @@ from migrate.rule_families import ALL, active_families, rules_off, statement_tok
 from migrate.statement_lines import statement_lines
 from migrate.transform import MigrationTransformer
 
+_TODO = TODO_PREFIX.strip().encode()
 _SHIMMED = (b"torch", b"transformers", b"trl", b"accelerate", b"peft", b"diffusers")
 
 
@@ -122,8 +123,9 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
             prose = docstring_lines(tree) if tree is not None else set()
     if prose:
         rules_may_apply = may_need_migration(data, prose)
-    if rules_may_apply and options.prefilter and tree is not None and only_forwarding_generate(data, prose, tree):
-        rules_may_apply = False  # library code handing its settings on to a submodel's `generate`
+    if rules_may_apply and options.prefilter and tree is not None and _TODO not in data:  # (a parse lists TODOs)
+        # library code handing its settings on to a submodel's `generate`: nothing a rule rewrites
+        rules_may_apply = not only_forwarding_generate(data, prose, tree)
     # where each statement is, for the statements the traversal need not visit (none without the prefilter)
     spans = None
     if options.prefilter:
