@@ -22,16 +22,18 @@ from migrate.cold_statements import Span, cold_statements, statement_spans
 from migrate.context import FileContext
 from migrate.facts import FileFacts, wants_shim
 from migrate.imports import SHIM, add_imports
-from migrate.markers import SKIP_FILE, without_todos
+from migrate.markers import SKIP_FILE, TODO_PREFIX, without_todos
 from migrate.names import ImportMap
 from migrate.options import Options
 from migrate.parser_limits import cpython_tree
-from migrate.prefilter import code_lines, docstring_lines, may_need_migration
+from migrate.prefilter import code_lines, docstring_lines, may_need_migration, only_forwarding_generate
+from migrate.render import render
 from migrate.results import FileResult, Finding, Rewrite, TextChange, find_todos
 from migrate.rule_families import ALL, active_families, rules_off, statement_tokens
 from migrate.statement_lines import statement_lines
 from migrate.transform import MigrationTransformer
 
+_TODO = TODO_PREFIX.strip().encode()
 _SHIMMED = (b"torch", b"transformers", b"trl", b"accelerate", b"peft", b"diffusers")
 
 
@@ -121,6 +123,9 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
             prose = docstring_lines(tree) if tree is not None else set()
     if prose:
         rules_may_apply = may_need_migration(data, prose)
+    if rules_may_apply and options.prefilter and tree is not None and _TODO not in data:  # (a parse lists TODOs)
+        # library code handing its settings on to a submodel's `generate`: nothing a rule rewrites
+        rules_may_apply = not only_forwarding_generate(data, prose, tree)
     # where each statement is, for the statements the traversal need not visit (none without the prefilter)
     spans = None
     if options.prefilter:
@@ -173,7 +178,12 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
         new_module = imported
     elif not transformer.rewrote:  # no node replaced: the tree is the parsed one, and libcst renders it as parsed
         return FileResult(path, "unchanged", todos=find_todos(text))
-    new_bytes = new_module.bytes
+    # CPython's lines are libcst's where no lone carriage return (a line break to CPython only) is in the file
+    lines = spans if spans is not None and data.count(b"\r") == data.count(b"\r\n") else None
+    # the statements the traversal kept are copied from the source, the rest rendered (`migrate.render`)
+    new_bytes = (new_module.code if lines is None else render(new_module, module, lines, text)).encode(
+        new_module.encoding
+    )
     if new_bytes == data:
         return FileResult(path, "unchanged", todos=find_todos(text))
     try:
@@ -197,7 +207,7 @@ def _migrate_once(data: bytes, path: str, options: Options, compiled: bool = Fal
         "changed",
         new=new_bytes,
         hits=root.hits,
-        rewrites=_rewrites(module, root.hits, root.sites, spans if data.count(b"\r") == data.count(b"\r\n") else None),
+        rewrites=_rewrites(module, root.hits, root.sites, lines),
         todos=find_todos(new_text),
         warnings=[Finding(rule_id, message) for rule_id, message in root.warnings],
         changes=[TextChange(text, new_text)],

@@ -208,3 +208,50 @@ def _found(data: bytes, literals: tuple[bytes, ...], triggers: re.Pattern[bytes]
                 return True
             index = data.find(literal, end)
     return False
+
+
+# NM302 (migrate/rules/generate.py, `_generate`) leaves a `.generate(` call alone when it forwards its settings (a
+# `**` splat of a name like these) or is given a generation config, a cache or a cache implementation; the family's
+# rules on a call's inputs act only in a file that mentions `device_map` (NM301), or `pad_token` and holds a tokenizer
+# call with `return_tensors` in its code (NM303).
+_FORWARDED = re.compile(r"(?i)\w*(kwargs|config|params|args)\w*")
+_SETTLED = frozenset({"generation_config", "past_key_values", "cache_implementation"})
+
+
+def only_forwarding_generate(data: bytes, prose_lines: set[int], tree: ast.Module) -> bool:
+    """Whether `data` passes `may_need_migration` only on lines of `.generate(` calls no rule rewrites, each holding
+    no other token. Library code calls a submodel's `generate` forwarding its settings (`self.text_decoder.generate(
+    input_ids, **generate_kwargs)`): such a file need not be parsed by libcst to find nothing. `tree` is CPython's
+    tree of `data`, where the calls are found; it is walked only when masking those lines would drop the file."""
+    if b".generate(" not in data or b"device_map" in data:
+        return False
+    if b"pad_token" in data and b"return_tensors" in code_lines(data, prose_lines):  # a tokenizer call in code
+        return False
+    lines: dict[int, bytes] = {}
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if b".generate(" in line and number not in prose_lines and _TRIGGERS.search(line) and not PROSE.match(line):
+            lines[number] = line
+    if not lines or may_need_migration(data, prose_lines.union(lines)):
+        return False
+    if any(may_need_migration(line.replace(b".generate(", b"")) for line in lines.values()):
+        return False
+    forwarding: set[int] = set()
+    for node in ast.walk(tree):
+        if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "generate":
+            number = node.func.end_lineno or node.lineno
+            if number in lines and not _forwards(node):
+                return False
+            forwarding.add(number)
+    return forwarding.issuperset(lines)
+
+
+def _forwards(call: ast.Call) -> bool:
+    for keyword in call.keywords:
+        if keyword.arg in _SETTLED:
+            return True
+        if keyword.arg is None:
+            value = keyword.value
+            name = value.id if type(value) is ast.Name else value.attr if type(value) is ast.Attribute else ""
+            if _FORWARDED.fullmatch(name):
+                return True
+    return False

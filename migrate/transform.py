@@ -104,9 +104,12 @@ class MigrationTransformer(cst.CSTTransformer):
         self.track_generate = track_generate
         self.elifs: set[int] = set()
         self.todos_added = 0
-        # Whether any hook returned another node than it was given (or a scope's fix applied): while False, the
-        # visited module renders to exactly the parsed bytes (libcst round-trips), so the engine need not render it.
-        self.rewrote = False
+        # How many times a hook returned another node than it was given (or a scope's fix or a TODO applied): while
+        # 0, the visited module renders to exactly the parsed bytes (libcst round-trips), so the engine need not
+        # render it. A statement during whose visit it did not move is handed back as the parsed node (`marks`: its
+        # value when each open statement was entered), so the render copies its text (`migrate.render`).
+        self.changes = 0
+        self.marks: list[int] = []
         self.not_variables: set[int] = set()  # ids of Name nodes that are attributes/keywords
         # A comment above the first statement parses as part of the module header, so a
         # TODO put there by an earlier run is found in the header on the next run.
@@ -117,6 +120,11 @@ class MigrationTransformer(cst.CSTTransformer):
         # files that have one.
         self.rule_skips = RULE_SKIP_MARKER in ctx.text
         self.inert = _INERT if SKIP_MARKER not in ctx.text else _CHILDLESS  # nodes whose children are not visited
+
+    @property
+    def rewrote(self) -> bool:
+        """Whether any node was replaced: if not, the visited module renders exactly as parsed."""
+        return self.changes > 0
 
     def visit_Module(self, node: cst.Module) -> bool:
         if node.body:
@@ -132,6 +140,7 @@ class MigrationTransformer(cst.CSTTransformer):
         if kind in _STATEMENTS:
             frame = Frame(statement=node)
             ctx.frames.append(frame)
+            self.marks.append(self.changes)
             if self.rule_skips:
                 frame.skip_rules = _listed_skips(node)
                 ctx.skipping += bool(frame.skip_rules)
@@ -220,7 +229,7 @@ class MigrationTransformer(cst.CSTTransformer):
             for hook in hooks:
                 result = hook(node, ctx)
                 if result is not node:
-                    self.rewrote = True
+                    self.changes += 1
                     if not isinstance(result, cst.CSTNode) or type(result) is not node_type:
                         break
                     node = result
@@ -240,7 +249,7 @@ class MigrationTransformer(cst.CSTTransformer):
     def _close_scope(self, node: cst.CSTNode) -> cst.CSTNode:
         frame = self.ctx.frames[-1]
         new, applied = self.ctx.flow.pop_scope(node, frame.candidates)
-        self.rewrote |= new is not node
+        self.changes += new is not node
         for candidate in applied:
             for rule_id in candidate.rule_ids:
                 frame.hits[rule_id] += 1
@@ -253,7 +262,7 @@ class MigrationTransformer(cst.CSTTransformer):
             return module
         frame = self.ctx.frames[0]
         node, applied = self.ctx.flow.pop_scope(module, frame.candidates)
-        self.rewrote |= node is not module
+        self.changes += node is not module
         for candidate in applied:
             for rule_id in candidate.rule_ids:
                 frame.hits[rule_id] += 1
@@ -262,6 +271,7 @@ class MigrationTransformer(cst.CSTTransformer):
     def _close_frame(self, original: cst.CSTNode, updated: HookResult) -> HookResult:
         ctx = self.ctx
         frame = ctx.frames.pop()
+        mark = self.marks.pop()
         ctx.skipping -= bool(frame.skip_rules)
         parent = ctx.frames[-1]
         if frame.skip:
@@ -276,8 +286,11 @@ class MigrationTransformer(cst.CSTTransformer):
                 present = self.header_tags if id(original) == self.first_statement else set()
                 updated, added = _attach_todos(updated, frame.todos, present)
                 self.todos_added += added
-                self.rewrote |= added > 0
+                self.changes += added
         parent.merge(frame)
+        if self.changes == mark and not frame.candidates:
+            # nothing inside changed (and no generate-flow fix will look for its rebuilt nodes): the parsed node
+            return original
         return updated
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from migrate.dispatch import migrate_file
 from migrate.options import Options
-from migrate.prefilter import docstring_lines, may_need_migration
+from migrate.prefilter import docstring_lines, may_need_migration, only_forwarding_generate
 from migrate.registry import Selection
 from migrate.results import FileResult
 from migrate.rule_families import all_rules
@@ -89,3 +89,50 @@ def test_a_token_inside_a_docstring_is_prose():
     assert migrate_file(code, "lib.py", Options(shim=False)).status == "changed"
     shared = b'def f(model):\n    """Generate.\n\n    """; model.to("cuda")\n'
     assert may_need_migration(shared, docstring_lines(ast.parse(shared)))
+
+
+_FORWARDING = b'''class Captioner:
+    def generate(self, pixel_values, **generate_kwargs):
+        """Caption images.
+
+        inputs = processor(images, return_tensors="pt")
+        """
+        embeds = self.vision(pixel_values)
+        return self.text_decoder.generate(
+            encoder_hidden_states=embeds, pad_token_id=self.config.pad_token_id, **generate_kwargs
+        )
+
+    def speak(self, embeds, generation_config):
+        return self.decoder.generate(embeds, generation_config=generation_config)
+'''
+_MOVED = b"embeds.to(self.device), generation_config=generation_config)\n        self.hf_device_map = None\n"
+_TOKENIZED = b"""    def ask(self, prompt, generation_config):
+        inputs = self.processor(prompt, return_tensors="pt")
+        return self.decoder.generate(**inputs, generation_config=generation_config)
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "status"),
+    [
+        (_FORWARDING, "unchanged"),
+        # NM302 adds a static cache to a call that does not forward its settings
+        (_FORWARDING.replace(b", **generate_kwargs", b""), "changed"),
+        # NM301 drops the move of a generate input where accelerate's hooks (a `device_map`) move it back
+        (_FORWARDING.replace(b"embeds, generation_config=generation_config)\n", _MOVED), "changed"),
+        # NM303 pads a prompt tokenized in code, in a file that sets a pad token
+        (_FORWARDING + _TOKENIZED, "changed"),
+        # another token on the call's line
+        (_FORWARDING.replace(b"generate(embeds,", b'generate(embeds.to("cuda"),'), "changed"),
+    ],
+    ids=["forwarding", "not-forwarding", "device-map", "tokenized-prompt", "cuda-on-the-line"],
+)
+def test_library_code_forwarding_its_settings_to_generate_is_not_parsed(source: bytes, status: str):
+    """`self.text_decoder.generate(..., **generate_kwargs)` in a model class passes the byte-level prefilter, but no
+    rule rewrites it: CPython's tree shows it forwards its settings, so libcst never parses the file. A call a rule
+    does rewrite keeps the file; every variant migrates as it does without the prefilter."""
+    tree = ast.parse(source)
+    assert may_need_migration(source, docstring_lines(tree))
+    assert only_forwarding_generate(source, docstring_lines(tree), tree) is (status == "unchanged")
+    assert migrate_file(source, "modeling.py", Options(shim=False)).status == status
+    assert_same_without_prefilter(source, "modeling.py", Options(shim=False))
