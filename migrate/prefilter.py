@@ -214,7 +214,8 @@ def _found(data: bytes, literals: tuple[bytes, ...], triggers: re.Pattern[bytes]
 # `**` splat of a name like these) or is given a generation config, a cache or a cache implementation; the family's
 # rules on a call's inputs act only in a file that mentions `device_map` (NM301), or `pad_token` and holds a tokenizer
 # call with `return_tensors` in its code (NM303).
-_FORWARDED = re.compile(r"(?i)\w*(kwargs|config|params|args)\w*")
+# a `**name` splat that forwards settings: NM302 leaves such a `.generate(` call alone (rules/generate.py reads it too)
+FORWARDED = re.compile(r"(?i)\w*(kwargs|config|params|args)\w*")
 _SETTLED = frozenset({"generation_config", "past_key_values", "cache_implementation"})
 
 
@@ -252,6 +253,6 @@ def _forwards(call: ast.Call) -> bool:
         if keyword.arg is None:
             value = keyword.value
             name = value.id if type(value) is ast.Name else value.attr if type(value) is ast.Attribute else ""
-            if _FORWARDED.fullmatch(name):
+            if FORWARDED.fullmatch(name):
                 return True
     return False

@@ -13,6 +13,7 @@ import re
 import libcst as cst
 
 from migrate.context import FileContext
+from migrate.prefilter import FORWARDED
 from migrate.registry import Rule
 from migrate.rules.base import (
     add_kwarg,
@@ -94,7 +95,6 @@ RULES: tuple[Rule, ...] = (
 )
 
 _TOKENIZER = re.compile(r"(?i)\w*(tokenizer|tok|processor)")
-_FORWARDED = re.compile(r"(?i)\w*(kwargs|config|params|args)\w*")
 
 
 def _strip_move(node: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -200,7 +200,7 @@ def _generate(node: cst.Call, ctx: FileContext) -> cst.Call:
     if not ctx.enabled("NM302") or kwarg(node, "cache_implementation") is not None:
         return node
     for arg in node.args:
-        if arg.star == "**" and _FORWARDED.fullmatch(last_name(arg.value) or ""):
+        if arg.star == "**" and FORWARDED.fullmatch(last_name(arg.value) or ""):
             return node
         if arg.keyword is not None and arg.keyword.value in ("generation_config", "past_key_values"):
             return node
