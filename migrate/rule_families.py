@@ -125,7 +125,7 @@ FAMILIES: tuple[Family, ...] = (
         _RULES + "drift",
         rb"Trainer|evaluation_strategy|overwrite_output_dir|logging_dir|warmup_ratio|max_seq_length|max_prompt_length|"
         rb"group_by_length|no_cuda|use_mps_device|report_to|setup_chat_format|torch_dtype|trust_remote_code|trl",
-        ("retired",),
+        ("retired", *_SHARED),
     ),
     Family(_RULES + "trl_moved", rb"trl", ("legacy",)),
     Family(_RULES + "optimum_training", rb"optimum", ("legacy",)),

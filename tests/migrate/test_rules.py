@@ -219,9 +219,11 @@ def test_report_to_none_becomes_the_string_transformers_5_accepts_and_other_valu
         'b = TrainingArguments(output_dir="o",\n    report_to=None,\n)\n'
         'c = TrainingArguments(output_dir="o", report_to="tensorboard")\n'
         'd = TrainingArguments(output_dir="o", report_to=args.report_to)\n'
+        'f = TrainingArguments(output_dir="o", report_to=args.report_to or None)\n'
         "e = dict(report_to=None)\n"
     )
-    assert run(src) == src.replace("else None", 'else "none"').replace("report_to=None,", 'report_to="none",')
+    expected = src.replace("else None", 'else "none"').replace("report_to=None,", 'report_to="none",')
+    assert run(src) == expected.replace("or None", 'or "none"')
 
 
 def test_a_script_whose_only_drift_is_no_cuda_is_not_skipped_by_the_prefilter():

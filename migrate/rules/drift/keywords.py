@@ -12,6 +12,7 @@ from migrate.context import FileContext
 from migrate.registry import Rule
 from migrate.rules.base import callee_name, kwarg, on, remove_arg, rename_kwarg, replace_arg
 from migrate.rules.drift.fields import FIELDS, Removed
+from migrate.rules.settings import setting, through
 from migrate.rules.todo_catalogue import todo
 
 RULES: tuple[Rule, ...] = (
@@ -99,12 +100,12 @@ RULES: tuple[Rule, ...] = (
     Rule(
         id="NM711",
         name="report-to-none",
-        summary='`report_to=None` (or a `None` arm: `"wandb" if flag else None`) -> `report_to="none"`.',
+        summary='`report_to=None` (or a `None` arm or fallback: `"wandb" if flag else None`, `x or None`) -> `"none"`.',
         rationale="transformers 4 read `report_to=None` as every installed integration; transformers 5 wraps it in a "
         "list and the Trainer fails: `ValueError: None is not supported, only azure_ml, comet_ml, ... are "
         'supported`. `"none"` is transformers 5\'s default, and what scripts that write `None` mean: no reporting '
-        "(tloen/alpaca-lora's finetune.py). Only a literal `None` as the keyword's value or as an arm of a "
-        "conditional is rewritten.",
+        "(tloen/alpaca-lora's finetune.py). A literal `None` is rewritten where it is the keyword's value, an arm of a "
+        "conditional or a side of `or`, in `*TrainingArguments` and TRL `*Config` calls.",
         before='args = TrainingArguments(output_dir="out", report_to="wandb" if use_wandb else None)\n',
         after='args = TrainingArguments(output_dir="out", report_to="wandb" if use_wandb else "none")\n',
         safety="unsafe",
@@ -156,7 +157,7 @@ def _moved_trainer_kwargs(node: cst.Call, name: str, ctx: FileContext) -> None:
     todo(ctx, "NM929", f"TRL 1.x {name} no longer takes these keywords: " + "; ".join(parts))
 
 
-@on("Call", "NM701", "NM702", "NM703", "NM704", "NM705", "NM706", "NM707", "NM708", "NM711", "NM929")
+@on("Call", "NM701", "NM702", "NM703", "NM704", "NM705", "NM706", "NM707", "NM708", "NM929")
 def drift_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     name = callee_name(node) or ""
     if name.endswith("Trainer"):
@@ -168,7 +169,6 @@ def drift_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
         return node
     if not _is_args(name):
         return node
-    node = _report_to_none(node, ctx)
     for arg in list(node.args):
         keyword = arg.keyword.value if arg.keyword is not None else None
         removed = FIELDS.get(keyword or "")
@@ -188,27 +188,15 @@ def drift_call(node: cst.Call, ctx: FileContext) -> cst.BaseExpression:
     return node
 
 
-def _report_to_none(node: cst.Call, ctx: FileContext) -> cst.Call:
-    """NM711: `report_to=None` and the `None` arms of `report_to=x if c else None` become `"none"`."""
-    arg = kwarg(node, "report_to")
-    if arg is None or not ctx.enabled("NM711"):
-        return node
-    value = _none_to_string(arg.value)
-    if value is arg.value:
-        return node
-    ctx.hit("NM711")
-    return replace_arg(node, arg, arg.with_changes(value=value))
+def _none_report_to(node: cst.BaseExpression, ctx: FileContext) -> cst.BaseExpression | None:
+    """NM711's leaf, applied through conditionals and `or` by the settings family: `None` -> `"none"` in the
+    `report_to=` of training arguments and TRL configs (a `dict(report_to=None)` is left alone)."""
+    if type(node) is cst.Name and node.value == "None" and _is_args(ctx.callee or ""):
+        return cst.SimpleString('"none"').with_changes(lpar=node.lpar, rpar=node.rpar)
+    return None
 
 
-def _none_to_string(value: cst.BaseExpression) -> cst.BaseExpression:
-    """`None` -> `"none"`, through the arms of conditionals; any other expression unchanged (the same object)."""
-    if type(value) is cst.Name and value.value == "None":
-        return cst.SimpleString('"none"').with_changes(lpar=value.lpar, rpar=value.rpar)
-    if type(value) is cst.IfExp:
-        body, orelse = _none_to_string(value.body), _none_to_string(value.orelse)
-        if body is not value.body or orelse is not value.orelse:
-            return value.with_changes(body=body, orelse=orelse)
-    return value
+setting("NM711", r"report_to", through(_none_report_to), assign=False)
 
 
 def _valued(arg: cst.Arg, removed: Removed) -> cst.BaseExpression:
