@@ -25,6 +25,7 @@ from migrate.rules.legacy_names import swap
 from migrate.rules.optimum_diffusion.adapters import _ADAPTERS, _adapter_lines, _model_kwargs
 from migrate.rules.optimum_diffusion.state import _Export, _folder, _Load, _state
 from migrate.rules.optimum_inference import inline_splats
+from migrate.rules.optimum_inference.export import COMPILER_KWARGS
 from migrate.rules.todo_catalogue import todo
 
 RULES: tuple[Rule, ...] = (
@@ -82,15 +83,7 @@ for _old, (_new, _denoiser) in _PIPELINES.items():
 
 _SHAPES = ("batch_size", "height", "width", "num_images_per_prompt", "sequence_length")
 _COMPILER = (
-    "export",
-    "auto_cast",
-    "auto_cast_type",
-    "dynamic_batch_size",
-    "inline_weights_to_neff",
-    "optlevel",
-    "instance_type",
-    "disable_neuron_cache",
-    "compiler_workdir",
+    *COMPILER_KWARGS,
     "output_hidden_states",
     "data_parallel_mode",
     "device_ids",

@@ -21,13 +21,10 @@ from migrate.rules.base import (
 from migrate.rules.optimum_inference.state import _Export
 from migrate.rules.todo_catalogue import TP_LAUNCH, todo
 
-# Export-time arguments with no meaning for a native model.
-_EXPORT_KWARGS = (
+# Optimum Neuron's compiler arguments, taken by every `NeuronModel*.from_pretrained(export=True, ...)` and pipeline
+# class alike (the diffusion family drops them too): no meaning for a native model.
+COMPILER_KWARGS = (
     "export",
-    "batch_size",
-    "sequence_length",
-    "num_cores",
-    "tensor_parallel_size",
     "auto_cast",
     "auto_cast_type",
     "dynamic_batch_size",
@@ -36,6 +33,14 @@ _EXPORT_KWARGS = (
     "instance_type",
     "disable_neuron_cache",
     "compiler_workdir",
+)
+# Export-time arguments with no meaning for a native model.
+_EXPORT_KWARGS = (
+    *COMPILER_KWARGS,
+    "batch_size",
+    "sequence_length",
+    "num_cores",
+    "tensor_parallel_size",
     "compiler_args",
     "input_shapes",
     "num_choices",
