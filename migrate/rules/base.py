@@ -319,6 +319,24 @@ def assignment(stmt: cst.BaseStatement) -> tuple[str, cst.BaseExpression] | None
     return None
 
 
+def environ_setting(stmt: cst.BaseStatement) -> str | None:
+    """The variable a statement sets in `os.environ` (`os.environ["X"] = ...`, `os.environ.setdefault("X", ...)`),
+    if a literal; the compile-variable and torch_xla-setting rules both act on such lines."""
+    if type(stmt) is not cst.SimpleStatementLine or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    key: cst.BaseExpression | None = None
+    if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Subscript:
+        target = small.targets[0].target
+        if last_name(target.value) == "environ" and len(target.slice) == 1 and type(target.slice[0].slice) is cst.Index:
+            key = target.slice[0].slice.value
+    elif type(small) is cst.Expr and type(small.value) is cst.Call and method_of(small.value, "setdefault"):
+        func = small.value.func
+        if type(func) is cst.Attribute and last_name(func.value) == "environ" and small.value.args:
+            key = small.value.args[0].value
+    return string_value(key) if key is not None else None
+
+
 def bnb_bits(call: cst.Call) -> str:
     """`"8bit"` for a bitsandbytes load or config that asks for 8 bits (`load_in_8bit=` set, not False/None, and no
     4-bit request beside it), else `"4bit"`: which memory factor NM908's TODO names."""

@@ -13,7 +13,7 @@ import libcst as cst
 from migrate.configs.cluster_catalog import CACHE_DOC, NEFF_CACHE_ENV, TODO_TEXT
 from migrate.context import FileContext
 from migrate.registry import Rule
-from migrate.rules.base import last_name, method_of, on, string_value
+from migrate.rules.base import environ_setting, on
 from migrate.rules.todo_catalogue import todo
 
 MESSAGES = {
@@ -48,24 +48,7 @@ RULES: tuple[Rule, ...] = (
 @on("SimpleStatementLine", "NM824", "NM825", "NM923")
 def compile_env_statement(node: cst.SimpleStatementLine, ctx: FileContext) -> cst.CSTNode:
     """A TODO on a statement setting one of Optimum's compile variables."""
-    name = _env_setting(node)
+    name = environ_setting(node)
     if name in MESSAGES:
         todo(ctx, "NM923", MESSAGES[name])
     return node
-
-
-def _env_setting(stmt: cst.SimpleStatementLine) -> str | None:
-    """The variable `os.environ["X"] = ...` or `os.environ.setdefault("X", ...)` sets, if a literal."""
-    if len(stmt.body) != 1:
-        return None
-    small = stmt.body[0]
-    key: cst.BaseExpression | None = None
-    if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Subscript:
-        target = small.targets[0].target
-        if last_name(target.value) == "environ" and len(target.slice) == 1 and type(target.slice[0].slice) is cst.Index:
-            key = target.slice[0].slice.value
-    elif type(small) is cst.Expr and type(small.value) is cst.Call and method_of(small.value, "setdefault"):
-        func = small.value.func
-        if type(func) is cst.Attribute and last_name(func.value) == "environ" and small.value.args:
-            key = small.value.args[0].value
-    return string_value(key) if key is not None else None

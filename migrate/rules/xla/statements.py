@@ -14,10 +14,10 @@ from migrate.rules.base import (
     HookResult,
     call_statement,
     code,
+    environ_setting,
     has_star_kwargs,
     kwarg,
     last_name,
-    method_of,
     on,
     positional_args,
     string_value,
@@ -214,20 +214,8 @@ def _spawn(node: cst.SimpleStatementLine, call: cst.Call, ctx: FileContext) -> H
 
 
 def _env_setting(stmt: cst.BaseStatement, names: tuple[str, ...]) -> str | None:
-    """The variable a statement sets in `os.environ` (`os.environ["X"] = ...`, `setdefault`), if one of `names`."""
-    if type(stmt) is not cst.SimpleStatementLine or len(stmt.body) != 1:
-        return None
-    small = stmt.body[0]
-    key: cst.BaseExpression | None = None
-    if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Subscript:
-        sub = small.targets[0].target
-        if last_name(sub.value) == "environ" and len(sub.slice) == 1 and type(sub.slice[0].slice) is cst.Index:
-            key = sub.slice[0].slice.value
-    elif type(small) is cst.Expr and type(small.value) is cst.Call and method_of(small.value, "setdefault"):
-        func = small.value.func
-        if type(func) is cst.Attribute and last_name(func.value) == "environ" and small.value.args:
-            key = small.value.args[0].value
-    name = string_value(key) if key is not None else None
+    """The variable a statement sets in `os.environ`, if one of `names`."""
+    name = environ_setting(stmt)
     return name if name in names else None
 
 
